@@ -1,0 +1,108 @@
+"""Benchmark: time to reveal real numpy trees, beside a re-implementation of the published FPRev.
+
+Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick]
+
+Prints one table: median seconds of fpscope's reveal (tree + consistency checks, without the
+replay check), probes and calls per leaf, the published algorithm's median seconds on the same
+op in the same run (recursive, pivot = lowest index, one op call per probe, no checks; written
+from the paper's description, FPRev, Xie et al., USENIX ATC 2025), and the ratio. Targets from
+issue 2: np.sum fp32 n=16384 <= 0.35 s; numpy matmul fp32 K-order n=1024 < 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from fpscope.reveal import reveal
+from fpscope.targets import make_target
+
+
+def published_fprev(f, n: int, M: float = 2.0**127, u: float = 1.0):
+    """The published recursive FPRev: lowest-index pivot, one call of f per probe."""
+    sys.setrecursionlimit(max(10000, 4 * n))
+    base = np.full(n, u, dtype=np.float32)
+    calls = [0]
+
+    def lca(i, j):
+        x = base.copy()
+        x[i], x[j] = M, -M
+        calls[0] += 1
+        return n - int(round(float(f(x)) / u))
+
+    def solve(leaves):
+        if len(leaves) == 1:
+            return leaves[0], 1
+        p = leaves[0]
+        groups: dict[int, list] = {}
+        for j in leaves[1:]:
+            groups.setdefault(lca(p, j), []).append(j)
+        node, size = p, 1
+        for L in sorted(groups):
+            sub, sub_size = solve(groups[L])
+            if sub_size == len(groups[L]):
+                node = (node, sub)
+            else:
+                node = tuple(sub) + (node,) if isinstance(sub, tuple) else (sub, node)
+            size = L
+        return node, size
+
+    solve(list(range(n)))
+    return calls[0]
+
+
+def _median_time(fn, repeats: int):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    args = ap.parse_args(argv)
+    q = args.quick
+    cases = [
+        ("np.sum fp32", "numpy.sum", {"n": 1024 if q else 8192}, lambda x: np.sum(x)),
+        ("np.sum fp32", "numpy.sum", {"n": 2048 if q else 16384}, lambda x: np.sum(x)),
+        ("np.dot fp32", "numpy.dot", {"n": 1024 if q else 8192}, None),
+        ("x @ A fp32", "numpy.vecmat", {"n": 256 if q else 2048}, None),
+        ("matmul K-order fp32", "numpy.matmul", {"n": 128 if q else 512}, None),
+        ("matmul K-order fp32", "numpy.matmul", {"n": 256 if q else 1024}, None),
+    ]
+    rows = []
+    for label, name, kw, direct in cases:
+        def run():
+            t = make_target(name, **kw)
+            try:
+                return reveal(t, replay_samples=0)
+            finally:
+                t.close()
+
+        secs, res = _median_time(run, args.repeats)
+        n = res.tree.n
+        base_secs = base_calls = None
+        if direct is not None:
+            base_secs, base_calls = _median_time(lambda: published_fprev(direct, n), args.repeats)
+        rows.append((label, n, secs, res.stats.probes / n, res.stats.calls / n, base_secs, base_calls))
+
+    head = f"{'case':22s} {'n':>6s} {'fpscope s':>10s} {'probes/leaf':>12s} {'calls/leaf':>11s} " \
+           f"{'published s':>12s} {'calls/leaf':>11s} {'speed-up':>9s}"
+    print(head)
+    print("-" * len(head))
+    for label, n, secs, ppl, cpl, bs, bc in rows:
+        pub = f"{bs:12.3f} {bc / n:11.2f} {bs / secs:8.2f}x" if bs else f"{'-':>12s} {'-':>11s} {'-':>9s}"
+        print(f"{label:22s} {n:6d} {secs:10.3f} {ppl:12.2f} {cpl:11.3f} {pub}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""The ``fpscope`` command.
+
+Exit codes (fpscope DESIGN.md): 0 success, 1 a check failed (nondeterminism, not a tree,
+replay mismatch), 2 bad usage or input (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+EPILOG_REVEAL = """examples:
+  fpscope reveal                                  numpy.sum, n = 1024, float32
+  fpscope reveal numpy.sum --n 100 --dtype fp16
+  fpscope reveal numpy.sum --shape 1000x2 --axis 0 --index 1
+  fpscope reveal numpy.cumsum --n 64 --index 40
+  fpscope reveal numpy.matmul --n 256 --format json > mm.json
+  fpscope reveal torch.matmul --shape 1x512x512 --record mv.json
+  fpscope reveal numpy.sum --n 64 --format svg -o sum64.svg
+  fpscope reveal mypkg.kernels:my_sum --n 32
+"""
+
+EPILOG_VERIFY = """examples:
+  fpscope reveal numpy.dot --n 500 --record dot.json
+  fpscope verify dot.json --samples 1000
+"""
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def _parse_shape(text: str | None):
+    if text is None:
+        return None
+    try:
+        dims = tuple(int(p) for p in text.lower().replace(",", "x").split("x") if p)
+    except ValueError:
+        raise UsageError(f"--shape {text!r}: expected integers separated by 'x', e.g. 64x512x64") from None
+    if not dims or any(d < 1 for d in dims):
+        raise UsageError(f"--shape {text!r}: dimensions must be positive integers")
+    return dims
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = argparse.ArgumentParser(
+        prog="fpscope",
+        description="Reveal and reproduce the floating-point accumulation order of black-box kernels.",
+    )
+    p.add_argument("--version", action="version", version=f"fpscope {__version__}")
+    sub = p.add_subparsers(dest="verb", metavar="VERB")
+
+    r = sub.add_parser(
+        "reveal",
+        help="reveal the summation tree of an operation",
+        description="Reveal the summation tree (accumulation order) of TARGET with FPRev probes, "
+        "check it, detect the accumulator precision and replay it against the live op.",
+        epilog=EPILOG_REVEAL,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("target", nargs="?", default="numpy.sum",
+                   help="numpy.sum, numpy.dot, numpy.matmul, torch.matmul, jax.numpy.sum, ... or "
+                   "package.module:function (see 'fpscope targets'); default numpy.sum")
+    r.add_argument("--n", type=int, help="number of summands (matrix ops: N x N x N); default 1024, "
+                   "matrix ops 256")
+    r.add_argument("--shape", help="operand shape: MxKxN for matmul, RxC for an axis reduction, KxN "
+                   "for x @ A, MxK for A @ x")
+    r.add_argument("--dtype", default="fp32", help="fp64, fp32, fp16 or bf16 (default fp32)")
+    r.add_argument("--layout", default="C", choices=["C", "F", "strided"], help="memory layout")
+    r.add_argument("--offset", type=int, default=0, help="byte offset of the input buffer from a "
+                   "64-byte boundary (default 0)")
+    r.add_argument("--threads", type=int, help="thread count (BLAS, torch)")
+    r.add_argument("--axis", type=int, help="reduction axis of a 2-D input")
+    r.add_argument("--index", type=int, help="output index (axis reductions, scans)")
+    r.add_argument("--algorithm", default="fprev", choices=["fprev", "basic"],
+                   help="fprev (default) or basic (all pairs, for cross-checks)")
+    r.add_argument("--format", default="text", choices=["text", "json", "dot", "svg", "png"],
+                   help="what to print or write (default text)")
+    r.add_argument("-o", "--output", help="write the --format output to this file instead of stdout")
+    r.add_argument("--record", help="also write the JSON record to this file")
+    r.add_argument("--force", action="store_true", help="replace existing output files")
+    r.add_argument("--samples", type=int, default=100,
+                   help="random inputs per distribution for the replay check (default 100; 0 skips)")
+    r.add_argument("--seed", type=int, default=0, help="seed of pivots and random inputs")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    v = sub.add_parser(
+        "verify",
+        help="replay a record's tree against the live target",
+        description="Rebuild the target of RECORD, replay its tree on random inputs (uniform, "
+        "normal, wide exponent range, cancellation-heavy) and count bit-exact matches. "
+        "Exit code 1 if any output differs.",
+        epilog=EPILOG_VERIFY,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument("record", help="a record written by 'fpscope reveal --record'")
+    v.add_argument("--samples", type=int, default=250, help="inputs per distribution (default 250)")
+    v.add_argument("--seed", type=int, default=1)
+    v.add_argument("--format", default="text", choices=["text", "json"])
+
+    sub.add_parser("targets", help="list the built-in target names",
+                   description="List the built-in target names.")
+    return p
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _make_target(args):
+    from .targets import make_target
+
+    shape = _parse_shape(args.shape)
+    n = args.n
+    if n is not None and n < 1:
+        raise UsageError(f"--n must be at least 1, got {n}")
+    if n is None and shape is None:
+        n = 256 if any(k in args.target for k in ("matmul", "mm", "einsum")) else 1024
+    return make_target(args.target, n=n, shape=shape, dtype=args.dtype, layout=args.layout,
+                       offset=args.offset, threads=args.threads, axis=args.axis, index=args.index)
+
+
+def _progress(quiet: bool, n: int):
+    """A rich progress bar on stderr for long reveals; returns (callback, finish)."""
+    if quiet or n < 4096 or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    est = max(n, int(n * math.log2(n) / 2))
+    prog = Progress(TextColumn("revealing"), BarColumn(), TextColumn("{task.completed} probes"),
+                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    task = prog.add_task("reveal", total=est)
+    prog.start()
+
+    def cb(done, _n):
+        prog.update(task, completed=min(done, est))
+
+    return cb, prog.stop
+
+
+def cmd_reveal(args) -> int:
+    from .environment import capture_environment
+    from .record import dumps, new_record, write_record
+    from .reveal import reveal
+    from .summary import summarize
+
+    from pathlib import Path
+
+    for path in (args.record, args.output):
+        if path and Path(path).exists() and not args.force:
+            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
+    if args.format in ("svg", "png") and not args.output:
+        raise UsageError(f"--format {args.format} needs -o FILE")
+    target = _make_target(args)
+    try:
+        cb, finish = _progress(args.quiet, target.n)
+        try:
+            res = reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
+                         replay_samples=args.samples)
+        finally:
+            finish()
+        record = new_record(
+            "reveal",
+            target=target.spec(),
+            tree=res.tree.to_json(),
+            summary=summarize(res.tree),
+            accumulator=res.accumulator,
+            probe={
+                "algorithm": res.algorithm,
+                "mask": res.mask.to_json(),
+                "calls": res.stats.calls,
+                "probes": res.stats.probes,
+                "seconds": round(res.stats.seconds, 6),
+                "seed": args.seed,
+                "checks": res.stats.checks,
+            },
+            environment=capture_environment(),
+            validation={"replay": res.replay} if res.replay else {},
+        )
+    finally:
+        target.close()
+    if args.record:
+        write_record(record, args.record, overwrite=args.force)
+    fmt = args.format
+    if fmt == "json":
+        _emit(dumps(record), args)
+    elif fmt in ("svg", "png", "dot"):
+        from .render import render, render_bytes, to_dot
+
+        if args.output:
+            render(res.tree, args.output, fmt, overwrite=args.force)
+        elif fmt == "dot":
+            sys.stdout.write(to_dot(res.tree))
+        else:
+            raise UsageError(f"--format {fmt} needs -o FILE")
+    else:
+        _print_text(record, res.tree, args)
+    return 0
+
+
+def _emit(text: str, args) -> None:
+    if args.output:
+        from pathlib import Path
+
+        out = Path(args.output)
+        if out.exists() and not args.force:
+            raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+        out.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def _print_text(record: dict, tree, args) -> None:
+    from rich.console import Console
+
+    from .render import to_rich
+
+    console = Console(file=open(args.output, "w", encoding="utf-8") if args.output else sys.stdout)
+    t = record["target"]
+    pr = record["probe"]
+    acc = record["accumulator"]
+    console.print(f"[bold]{t['name']}[/bold]  n={tree.n}  dtype={t.get('dtype')}", highlight=False)
+    console.print(f"[bold green]{record['summary']}[/bold green]", highlight=False)
+    console.print(to_rich(tree))
+    if acc.get("node_formats"):
+        parts = ", ".join(f"{name} x{count}" for name, count in acc["node_formats"])
+        console.print(f"accumulator: mixed per node, in post-order: {parts}", highlight=False)
+    elif acc.get("observable"):
+        more = " or more" if acc.get("at_least") else ""
+        name = f" ({acc['format']})" if acc.get("format") else ""
+        console.print(f"accumulator: {acc['precision_bits']} significand bits{more}{name}", highlight=False)
+    else:
+        console.print(f"accumulator: not observable ({acc.get('note', '')})", highlight=False)
+    m = pr["mask"]
+    console.print(
+        f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
+        f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}; checks passed: "
+        f"{', '.join(k for k in pr['checks'])}",
+        highlight=False,
+    )
+    rep = record["validation"].get("replay")
+    if rep:
+        state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
+        console.print(f"replay ({rep['model']}, {rep['accumulator']} accumulator): "
+                      f"{rep['matched']}/{rep['samples']} outputs {state}", highlight=False)
+    if args.record:
+        console.print(f"record written to {args.record}", highlight=False)
+
+
+def cmd_verify(args) -> int:
+    from .record import load_record
+    from .targets import make_target
+    from .tree import SumTree
+    from .verify import verify
+
+    rec = load_record(args.record)
+    spec = dict(rec["target"])
+    name = spec.pop("name", None)
+    if not name:
+        raise UsageError(f"{args.record}: the target has no name")
+    keys = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index")
+    kw = {k: spec[k] for k in keys if k in spec and spec[k] is not None}
+    if "shape" in kw:
+        kw["shape"] = tuple(kw["shape"])
+        kw.pop("n", None)
+    target = make_target(name, **kw)
+    try:
+        tree = SumTree.from_json(rec["tree"])
+        if tree.n != target.n:
+            raise UsageError(f"{args.record}: the tree has {tree.n} leaves but the target has {target.n}")
+        acc_fmt, node_formats = _record_arithmetic(rec, target)
+        rep = verify(target, tree, acc_fmt, samples=args.samples, seed=args.seed,
+                     node_formats=node_formats)
+    finally:
+        target.close()
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+    else:
+        print(f"{name} n={tree.n}: {rep['matched']}/{rep['samples']} outputs bit-exact "
+              f"({rep['model']}, {rep['accumulator']} accumulator)")
+        for kind, d in rep["by_distribution"].items():
+            print(f"  {kind:8s} {d['matched']}/{d['samples']}")
+        if not rep["bit_exact"]:
+            fm = rep["first_mismatch"]
+            print(f"  first mismatch ({fm['distribution']}): expected {fm['expected']}, got {fm['got']}")
+    return 0 if rep["bit_exact"] else 1
+
+
+def _record_arithmetic(rec: dict, target):
+    """(accumulator Format, per-node Formats or None) from a record's "accumulator" object."""
+    from .formats import get_format
+    from .probes.accumulator import expand_run_lengths
+
+    acc = rec.get("accumulator") or {}
+    if not isinstance(acc, dict):
+        raise UsageError('the record\'s "accumulator" must be an object')
+    runs = acc.get("node_formats")
+    if runs:
+        fmts = [get_format(f) for f in expand_run_lengths(runs)]
+        return min(fmts, key=lambda f: f.p), fmts
+    return (get_format(acc["format"]) if acc.get("format") else target.in_format), None
+
+
+def cmd_targets(args) -> int:
+    from .targets import list_targets
+
+    for name in list_targets():
+        print(name)
+    print("package.module:function  (any callable taking a 1-D array, returning a scalar)")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.verb is None:
+        parser.print_help()
+        return 2
+    from .masks import MaskError
+    from .record import RecordError
+    from .reveal import RevealError
+    from .targets.base import TargetError
+    from .tree import TreeError
+
+    handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets}
+    try:
+        return handlers[args.verb](args)
+    except RevealError as exc:
+        print(f"fpscope: check failed ({exc.kind}): {exc}", file=sys.stderr)
+        return 1
+    except (UsageError, TargetError, MaskError, RecordError, TreeError) as exc:
+        print(f"fpscope: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # e.g. unknown format names from formats.get_format
+        print(f"fpscope: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fpscope: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

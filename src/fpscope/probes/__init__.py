@@ -1,0 +1,1 @@
+"""Arithmetic feature probes: each module finds one property of a black-box operation."""

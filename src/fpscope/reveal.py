@@ -1,0 +1,745 @@
+"""Reveal the summation tree of a black-box reduction: FPRev, BasicFPRev and their checks.
+
+Source: Xie et al., "FPRev: Revealing the Order of Floating-Point Summation by Numerical Testing",
+USENIX ATC 2025 (arXiv 2411.00442). The probe is described in :mod:`fpscope.masks`; l(i, j) is the
+number of leaves under the lowest common ancestor of leaves i and j.
+
+Differences from the published reference implementation (fpscope NUMERICS.md section 1):
+* iterative (breadth-first stages), so trees of any depth work;
+* all probes of one stage are sent to the target as one batch (one GEMM for matrix ops);
+* a pivot rule that switches to the highest index, then to random pivots, when a pivot keeps
+  producing one giant group (chains in either direction cost about n to 2n probes);
+* checks: output of each probe is a whole number of units; group sizes add up (this makes every
+  probed l value agree with the tree); extra random pairs agree with the tree; repeated probes are
+  identical (determinism); the batched path agrees with one call per probe.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .masks import Mask, choose_mask
+from .targets.base import Target
+from .tree import SumTree
+
+
+class RevealError(RuntimeError):
+    """The target does not behave as a fixed tree of rounded additions; ``kind`` says which check.
+
+    kinds: "not-units" (a probe output is not a whole number of units), "inconsistent" (probe
+    results contradict each other or the tree), "nondeterministic", "batch-mismatch",
+    "units" (n units do not sum to n * u), "mask" (the mask does not absorb).
+    """
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class RevealStats:
+    calls: int = 0  # calls of the underlying operation
+    probes: int = 0  # l(i, j) values obtained
+    seconds: float = 0.0
+    checks: dict = field(default_factory=dict)
+
+
+class Prober:
+    """Answers l(i, j) for batches of pairs through a target.
+
+    Three ways to ask, chosen from what the target offers:
+    * "rows": one probe vector per row of ``target.evaluate`` (reductions);
+    * "outer-rows": matrix ops whose mask cannot be split across A and B (u != 1, e.g. fp16):
+      one probe vector per row of A, B = ones;
+    * "grid": matrix ops with u = 1: +M in row r of A at the pivot, -M in column c of B at the
+      partner; output (r, c) answers the pair (pivot_r, partner_c), so one call answers R * C
+      pairs (NUMERICS.md section 1, batched probing). It assumes every output shares one K-order;
+      the reveal checks that.
+
+    Args:
+        target: the black box (see :mod:`fpscope.targets.base`).
+        mask: probe values.
+        max_batch_bytes: memory cap of one batched call's input buffer.
+    """
+
+    def __init__(self, target: Target, mask: Mask, max_batch_bytes: int = 4 << 20):
+        self.target = target
+        self.mask = mask
+        self.n = target.n
+        self.probes = 0
+        self._dtype = target.in_format.numpy_dtype()
+        self.max_rows = max(1, max_batch_bytes // (self._dtype.itemsize * self.n))
+        if target.is_matrix:
+            self.mode = "grid" if mask.u == 1.0 else "outer-rows"
+            if self.mode == "outer-rows":
+                self.max_rows = max(1, min(self.max_rows, target.max_rows))
+        else:
+            self.mode = "rows"
+        self.cache: dict[tuple[int, int], int] = {}  # grid mode answers more than was asked
+        self.table: np.ndarray | None = None  # all pairs, after prefetch_all
+        self.history: list[tuple[np.ndarray, np.ndarray]] = []
+        self._buf: np.ndarray | None = None
+
+    # -- probe inputs -------------------------------------------------------------------------
+    def probe_rows(self, pairs: np.ndarray) -> np.ndarray:
+        """(P, n) probe inputs in the storage dtype: units, +M at pairs[:, 0], -M at pairs[:, 1]."""
+        X = np.full((len(pairs), self.n), self.mask.u, dtype=self._dtype)
+        rows = np.arange(len(pairs))
+        X[rows, pairs[:, 0]] = self.mask.M
+        X[rows, pairs[:, 1]] = -self.mask.M
+        return X
+
+    def to_lca_sizes(self, out: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        """Convert probe outputs (n - l) * u to l, refusing anything that is not whole units."""
+        out = np.asarray(out, dtype=np.float64)
+        k = out / self.mask.u
+        ok = np.isfinite(k) & (k == np.round(k)) & (k >= 0) & (k <= self.n - 2)
+        if not ok.all():
+            b = int(np.flatnonzero(~ok)[0])
+            i, j = (int(v) for v in pairs[b])
+            raise RevealError(
+                "not-units",
+                f"probe ({i}, {j}) returned {out[b]!r}, not a whole number of units u = "
+                f"{self.mask.u!r} in [0, n-2]: the mask does not absorb the units or the op is "
+                f"not a fixed tree of rounded additions (compensated or exact summation?)",
+            )
+        return (self.n - k).astype(np.int64)
+
+    # -- queries ------------------------------------------------------------------------------
+    def lca_sizes(self, pairs) -> np.ndarray:
+        """l values for an array of (i, j) pairs with i != j."""
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        if self.table is not None:
+            return self.table[pairs[:, 0], pairs[:, 1]]
+        vals = self.fetch(pairs)
+        self.history.append((pairs, vals))
+        return vals
+
+    def fetch(self, pairs: np.ndarray) -> np.ndarray:
+        """Fresh answers from the target (no table; the grid cache is used and refreshed)."""
+        if self.mode == "grid":
+            return self._fetch_grid(pairs)
+        res = np.empty(len(pairs), dtype=np.int64)
+        if self._buf is None:
+            self._buf = np.full((self.max_rows, self.n), self.mask.u, dtype=self._dtype)
+        buf, m = self._buf, self.mask
+        for s in range(0, len(pairs), self.max_rows):
+            chunk = pairs[s : s + self.max_rows]
+            rows = np.arange(len(chunk))
+            buf[rows, chunk[:, 0]] = m.M
+            buf[rows, chunk[:, 1]] = -m.M
+            try:
+                X = buf[: len(chunk)]
+                if self.mode == "rows":
+                    out = self.target.evaluate(X)
+                else:
+                    ones = np.ones((self.n, 1), dtype=self._dtype)
+                    out = self.target.evaluate_outer(X, ones)[:, 0]
+            finally:
+                buf[rows, chunk[:, 0]] = m.u
+                buf[rows, chunk[:, 1]] = m.u
+            res[s : s + len(chunk)] = self.to_lca_sizes(out, chunk)
+        self.probes += len(pairs)
+        return res
+
+    def _grid_call(self, prow: np.ndarray, ccol: np.ndarray) -> np.ndarray:
+        """One call: output (r, c) answers (prow[r], ccol[c]); returns the (R, C) l values (-1
+        where prow[r] == ccol[c])."""
+        m = self.mask
+        P = np.ones((len(prow), self.n), dtype=self._dtype)
+        P[np.arange(len(prow)), prow] = m.M
+        Q = np.ones((self.n, len(ccol)), dtype=self._dtype)
+        Q[ccol, np.arange(len(ccol))] = -m.M
+        # products: 1 for units, M at the pivot, -M at the partner; the product at
+        # k = prow[r] = ccol[c] is -M*M (overflow), an output we never read.
+        out = np.asarray(self.target.evaluate_outer(P, Q), dtype=np.float64)
+        rr, cc = np.meshgrid(prow, ccol, indexing="ij")
+        valid = rr != cc
+        L = np.full(out.shape, -1, dtype=np.int64)
+        L[valid] = self.to_lca_sizes(out[valid], np.stack([rr[valid], cc[valid]], axis=1))
+        self.probes += int(valid.sum())
+        return L
+
+    def _fetch_grid(self, pairs: np.ndarray) -> np.ndarray:
+        t = self.target
+        pivots = np.unique(pairs[:, 0])
+        for ps in range(0, len(pivots), t.max_rows):
+            prow = pivots[ps : ps + t.max_rows]
+            cols = np.unique(pairs[np.isin(pairs[:, 0], prow), 1])
+            for cs in range(0, len(cols), t.max_cols):
+                ccol = cols[cs : cs + t.max_cols]
+                L = self._grid_call(prow, ccol)
+                for r, i in enumerate(prow.tolist()):
+                    for c, j in enumerate(ccol.tolist()):
+                        if i != j:
+                            self.cache[(i, j)] = int(L[r, c])
+        return np.asarray([self.cache[(i, j)] for i, j in pairs.tolist()], dtype=np.int64)
+
+    def prefetch_all(self) -> bool:
+        """Matrix ops with R, C >= n in grid mode: every pair in one call. True if done.
+
+        Raises:
+            RevealError("inconsistent"): outputs (i, j) and (j, i) disagree, i.e. the outputs
+                do not share one K-order.
+        """
+        t = self.target
+        if not (self.mode == "grid" and t.max_rows >= self.n and t.max_cols >= self.n and self.n >= 2):
+            return False
+        idx = np.arange(self.n)
+        L = self._grid_call(idx, idx)
+        np.fill_diagonal(L, 1)
+        if not np.array_equal(L, L.T):
+            i, j = (int(v) for v in np.argwhere(L != L.T)[0])
+            raise RevealError(
+                "inconsistent",
+                f"outputs ({i},{j}) and ({j},{i}) disagree on l({i},{j}) ({L[i, j]} vs "
+                f"{L[j, i]}): the outputs of this matrix op do not share one K-order",
+            )
+        self.table = L
+        return True
+
+
+# --------------------------------------------------------------------------------------------
+# FPRev
+
+
+class _Partial:
+    """A node under construction: children, declared size (from l values), leaves held."""
+
+    __slots__ = ("children", "size", "count")
+
+    def __init__(self, children, size, count):
+        self.children = children
+        self.size = size
+        self.count = count
+
+
+def _node_of(x):
+    return tuple(_node_of(c) if isinstance(c, _Partial) else c for c in x.children) if isinstance(x, _Partial) else x
+
+
+def fprev(prober: Prober, leaves=None, seed: int = 0, progress: Callable[[int, int], None] | None = None):
+    """FPRev over ``leaves`` (default: all n). Returns the nested-tuple tree.
+
+    Breadth-first: each stage probes the pivot of every pending leaf set against the rest of its
+    set, in one batch; groups of equal l become the next stage's sets.
+
+    Raises:
+        RevealError("inconsistent"): group sizes contradict the l values.
+    """
+    n = prober.n
+    leaves = np.arange(n) if leaves is None else np.asarray(leaves)
+    rng = np.random.default_rng(seed)
+    # a task: [members, strategy, pivot, groups(list of (L, child task id))]
+    tasks = [{"members": leaves, "strategy": 0}]
+    frontier = [0]
+    done_probes = 0
+    while frontier:
+        pairs_parts = []
+        for tid in frontier:
+            t = tasks[tid]
+            mem = t["members"]
+            if len(mem) == 1:
+                continue
+            s = t["strategy"]
+            if s == 0:
+                p = int(mem.min())
+            elif s == 1:
+                p = int(mem.max())
+            else:
+                p = int(rng.choice(mem))
+            t["pivot"] = p
+            others = mem[mem != p]
+            t["others"] = others
+            pairs_parts.append(np.stack([np.full(len(others), p), others], axis=1))
+        if not pairs_parts:
+            break
+        allpairs = np.concatenate(pairs_parts)
+        allvals = prober.lca_sizes(allpairs)
+        done_probes += len(allpairs)
+        if progress:
+            progress(done_probes, n)
+        pos = 0
+        nxt = []
+        for tid in frontier:
+            t = tasks[tid]
+            if len(t["members"]) == 1:
+                continue
+            others = t["others"]
+            vals = allvals[pos : pos + len(others)]
+            pos += len(others)
+            order = np.argsort(vals, kind="stable")
+            sv, so = vals[order], others[order]
+            cuts = np.flatnonzero(np.diff(sv)) + 1
+            groups = []
+            giant_seen = False
+            for gv, gm in zip(np.split(sv, cuts), np.split(so, cuts)):
+                giant = len(gm) > 1 and 2 * len(gm) > len(t["members"])
+                giant_seen |= giant
+                strategy = (t["strategy"] + 1) if giant else 0
+                child = len(tasks)
+                tasks.append({"members": np.sort(gm), "strategy": min(strategy, 2)})
+                groups.append((int(gv[0]), child))
+                nxt.append(child)
+            t["groups"] = groups
+            del t["others"]
+        frontier = nxt
+    # combine bottom-up: children were created after their parents
+    result: dict[int, object] = {}
+    for tid in range(len(tasks) - 1, -1, -1):
+        t = tasks[tid]
+        mem = t["members"]
+        if len(mem) == 1:
+            result[tid] = int(mem[0])
+            continue
+        running: object = t["pivot"]
+        size = count = 1
+        for L, child in t["groups"]:
+            sub = result.pop(child)
+            g = len(tasks[child]["members"])
+            if L <= count:
+                raise RevealError("inconsistent", _incons(t["pivot"], L, count))
+            if isinstance(running, _Partial) and running.count < running.size:
+                raise RevealError("inconsistent", _incons(t["pivot"], L, count))
+            if isinstance(sub, _Partial) and sub.count < sub.size:
+                if sub.size != L or count + g > L:
+                    raise RevealError("inconsistent", _incons(t["pivot"], L, count + g))
+                running = _Partial(sub.children + [running], L, count + g)
+            else:
+                if count + g > L:
+                    raise RevealError("inconsistent", _incons(t["pivot"], L, count + g))
+                running = _Partial([running, sub], L, count + g)
+            count += g
+        result[tid] = running
+    root = result[0]
+    if isinstance(root, _Partial) and root.count != root.size:
+        raise RevealError(
+            "inconsistent",
+            f"the revealed node sizes do not add up (a node of {root.size} leaves holds "
+            f"{root.count}): the probes are not those of a fixed summation tree",
+        )
+    return _to_nested(root)
+
+
+def _incons(p, L, count) -> str:
+    return (
+        f"probes from leaf {p} are inconsistent (a subtree of {count} leaves under a node of "
+        f"{L}): the op is not a fixed tree of rounded additions, is nondeterministic, or the "
+        f"mask does not absorb"
+    )
+
+
+def _to_nested(x):
+    # iterative conversion of _Partial chains into nested tuples
+    if not isinstance(x, _Partial):
+        return x
+    stack = [(x, False)]
+    done: dict[int, tuple] = {}
+    while stack:
+        cur, visited = stack.pop()
+        if visited:
+            done[id(cur)] = tuple(done[id(c)] if isinstance(c, _Partial) else c for c in cur.children)
+        else:
+            stack.append((cur, True))
+            stack.extend((c, False) for c in cur.children if isinstance(c, _Partial))
+    return done[id(x)]
+
+
+def basic_fprev(prober: Prober):
+    """BasicFPRev: probe every pair, then merge clusters bottom-up in ascending l.
+
+    Generalised to multi-way nodes: all clusters connected by pairs of the same l form one node.
+    Costs n(n-1)/2 probes; used to cross-check FPRev.
+
+    Raises:
+        RevealError("inconsistent"): a merged node's size differs from its l value.
+    """
+    n = prober.n
+    if n == 1:
+        return 0
+    iu = np.triu_indices(n, 1)
+    pairs = np.stack(iu, axis=1)
+    vals = prober.lca_sizes(pairs)
+    parent = list(range(n))
+    node: dict[int, object] = {i: i for i in range(n)}
+    size = {i: 1 for i in range(n)}
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    order = np.argsort(vals, kind="stable")
+    sv = vals[order]
+    cuts = np.flatnonzero(np.diff(sv)) + 1
+    for idx in np.split(order, cuts):
+        L = int(vals[idx[0]])
+        # connected components among current clusters linked by pairs of this l
+        link: dict[int, int] = {}
+
+        def f2(a):
+            while link.get(a, a) != a:
+                a = link[a]
+            return a
+
+        for i, j in pairs[idx].tolist():
+            a, b = find(i), find(j)
+            if a == b:
+                raise RevealError("inconsistent", f"pair ({i}, {j}) already joined below l = {L}")
+            ra, rb = f2(a), f2(b)
+            link.setdefault(ra, ra)
+            link.setdefault(rb, rb)
+            if ra != rb:
+                link[rb] = ra
+        members: dict[int, list] = {}
+        for a in link:
+            members.setdefault(f2(a), []).append(a)
+        for rep, clusters in members.items():
+            total = sum(size[c] for c in clusters)
+            if total != L:
+                raise RevealError(
+                    "inconsistent", f"a node of l = {L} would hold {total} leaves: not a fixed tree"
+                )
+            newnode = tuple(node.pop(c) for c in clusters)
+            root = clusters[0]
+            for c in clusters[1:]:
+                parent[c] = root
+            node[root] = newnode
+            size[root] = total
+    roots = {find(i) for i in range(n)}
+    if len(roots) != 1:
+        raise RevealError("inconsistent", "the probes do not join all leaves into one tree")
+    return node[roots.pop()]
+
+
+# --------------------------------------------------------------------------------------------
+# checks
+
+
+def lca_sizes_of_tree(tree: SumTree, pairs: np.ndarray) -> np.ndarray:
+    """l(i, j) of ``tree`` for each (i, j) in ``pairs`` (P, 2); O(P * nodes) numpy work.
+
+    Every internal node covers a contiguous range of the canonical leaf order, so LCA(i, j) is
+    the smallest node whose range holds both leaves.
+    """
+    leafpos = {leaf: k for k, leaf in enumerate(tree.leaves())}
+    spans: dict[int, tuple[int, int]] = {}
+    for nd in tree.nodes_postorder():
+        a = min(spans[id(c)][0] if isinstance(c, tuple) else leafpos[c] for c in nd)
+        b = max(spans[id(c)][1] if isinstance(c, tuple) else leafpos[c] + 1 for c in nd)
+        spans[id(nd)] = (a, b)
+    lo = np.fromiter((v[0] for v in spans.values()), dtype=np.int64, count=len(spans))
+    hi = np.fromiter((v[1] for v in spans.values()), dtype=np.int64, count=len(spans))
+    size = hi - lo
+    out = np.empty(len(pairs), dtype=np.int64)
+    for b, (i, j) in enumerate(np.asarray(pairs).tolist()):
+        a, c = sorted((leafpos[i], leafpos[j]))
+        out[b] = size[(lo <= a) & (hi > c)].min()
+    return out
+
+
+def check_units(prober: Prober) -> None:
+    """n units must sum to exactly n * u (else the accumulator cannot count them)."""
+    t, m = prober.target, prober.mask
+    x = np.full((1, prober.n), m.u, dtype=prober._dtype)
+    got = float(t.evaluate(x)[0])
+    if got != prober.n * m.u:
+        raise RevealError(
+            "units",
+            f"{prober.n} units of {m.u!r} sum to {got!r}, not {prober.n * m.u!r}: the op cannot "
+            f"count units exactly at this n (narrow accumulator?); try a smaller n",
+        )
+
+
+def check_absorbs(prober: Prober) -> None:
+    """M followed or preceded by units must come out as exactly M."""
+    t, m, n = prober.target, prober.mask, prober.n
+    if n < 2:
+        return
+    X = np.full((2, n), m.u, dtype=prober._dtype)
+    X[0, 0] = m.M
+    X[1, n - 1] = m.M
+    got = t.evaluate(X)
+    if not np.all(got == m.M):
+        raise RevealError(
+            "mask",
+            f"the mask M = {m.M!r} does not absorb {n - 1} units of {m.u!r} (got {got[0]!r}): "
+            f"the op accumulates in a wider format than the mask allows",
+        )
+
+
+def check_random_pairs(prober: Prober, tree: SumTree, count: int, rng) -> int:
+    """Probe ``count`` random pairs not yet probed and compare with the tree. Returns pairs checked."""
+    n = prober.n
+    if prober.table is not None:
+        L = tree.lca_size_matrix()
+        bad = np.argwhere(L != prober.table)
+        if len(bad):
+            a, b = bad[0]
+            raise RevealError(
+                "inconsistent",
+                f"probe ({a}, {b}) gives l = {prober.table[a, b]} but the revealed tree says "
+                f"{L[a, b]}: the outputs do not share one fixed K-order",
+            )
+        return n * (n - 1)
+    if n < 3 or count <= 0:
+        return 0
+    i = rng.integers(0, n, size=count)
+    j = rng.integers(0, n - 1, size=count)
+    j = np.where(j >= i, j + 1, j)
+    pairs = np.stack([i, j], axis=1)
+    got = prober.lca_sizes(pairs)
+    want = lca_sizes_of_tree(tree, pairs)
+    bad = np.flatnonzero(got != want)
+    if len(bad):
+        a, b = pairs[bad[0]]
+        raise RevealError(
+            "inconsistent",
+            f"probe ({a}, {b}) gives l = {got[bad[0]]} but the revealed tree says {want[bad[0]]}: "
+            f"the op is not one fixed tree (data-dependent or nondeterministic order?)",
+        )
+    return len(pairs)
+
+
+def _sample_history(prober: Prober, count: int, rng):
+    if not prober.history:
+        return None, None
+    pairs = np.concatenate([h[0] for h in prober.history])
+    vals = np.concatenate([h[1] for h in prober.history])
+    sel = rng.choice(len(pairs), size=min(count, len(pairs)), replace=False)
+    return pairs[sel], vals[sel]
+
+
+def _mismatch(kind: str, pairs, old, new, what: str) -> None:
+    bad = np.flatnonzero(np.asarray(new) != np.asarray(old))
+    if len(bad):
+        a, b = pairs[bad[0]]
+        raise RevealError(kind, what.format(a=a, b=b, old=old[bad[0]], new=new[bad[0]]))
+
+
+def check_repeat(prober: Prober, count: int, rng) -> int:
+    """Repeat probes with fresh calls; all must agree (determinism). Returns probes repeated."""
+    if prober.table is not None:
+        idx = np.arange(prober.n)
+        again = prober._grid_call(idx, idx)
+        np.fill_diagonal(again, 1)
+        pairs = np.argwhere(again != prober.table)
+        if len(pairs):
+            i, j = pairs[0]
+            _mismatch("nondeterministic", pairs[:1], [prober.table[i, j]], [again[i, j]], _NONDET)
+        return prober.n * (prober.n - 1)
+    pairs, old = _sample_history(prober, count, rng)
+    if pairs is None:
+        return 0
+    _mismatch("nondeterministic", pairs, old, prober.fetch(pairs), _NONDET)
+    return len(pairs)
+
+
+_NONDET = (
+    "probe ({a}, {b}) gave l = {old}, then {new} when repeated: the op is nondeterministic "
+    "(threads racing, atomics?); fix the thread count or use a deterministic mode"
+)
+
+
+def check_batched(prober: Prober, count: int, rng) -> int:
+    """A sample of batched probes redone with one op call per probe must agree."""
+    if prober.mode != "rows":
+        return 0
+    pairs, old = _sample_history(prober, count, rng)
+    if pairs is None:
+        return 0
+    new = prober.to_lca_sizes(prober.target.evaluate_each(prober.probe_rows(pairs)), pairs)
+    _mismatch(
+        "batch-mismatch", pairs, old, new,
+        "probe ({a}, {b}) gives l = {new} alone but {old} in a batch: the target's batched "
+        "evaluation is not the same op",
+    )
+    return len(pairs)
+
+
+def check_shared_order(prober: Prober, tree: SumTree, count: int, rng) -> int:
+    """Matrix ops: the same probe in every row; every output must match the tree.
+
+    Returns the number of outputs compared. Raises RevealError("inconsistent") naming the output
+    positions whose K-order differs.
+    """
+    t = prober.target
+    if not t.is_matrix or prober.n < 3:
+        return 0
+    R = max(1, min(t.max_rows, (4 << 20) // (8 * prober.n)))
+    C = max(1, min(t.max_cols, (4 << 20) // (8 * prober.n)))
+    i = rng.integers(0, prober.n, size=count)
+    j = (i + 1 + rng.integers(0, prober.n - 1, size=count)) % prober.n
+    pairs = np.stack([i, j], axis=1)
+    want = lca_sizes_of_tree(tree, pairs)
+    checked = 0
+    for (a, b), w in zip(pairs.tolist(), want.tolist()):
+        X = prober.probe_rows(np.array([[a, b]]))
+        P = np.repeat(X, R, axis=0)
+        out = np.asarray(t.evaluate_outer(P, np.ones((prober.n, C), dtype=X.dtype)))
+        expect = (prober.n - w) * prober.mask.u
+        diff = np.argwhere(out != expect)
+        checked += out.size
+        if len(diff):
+            where = ", ".join(f"({r},{c})" for r, c in diff[:5].tolist())
+            raise RevealError(
+                "inconsistent",
+                f"outputs do not share one K-order: for probe ({a}, {b}) output(s) {where} "
+                f"({len(diff)} of {out.size}) differ from the revealed tree",
+            )
+    return checked
+
+
+@dataclass
+class RevealResult:
+    """What :func:`reveal` found: the tree, the mask, stats, accumulator and replay report."""
+
+    tree: SumTree
+    mask: Mask
+    stats: RevealStats
+    algorithm: str
+    accumulator: dict = field(default_factory=dict)
+    replay: dict | None = None
+
+
+def reveal(
+    target: Target,
+    algorithm: str = "fprev",
+    mask: Mask | None = None,
+    seed: int = 0,
+    repeats: int = 32,
+    extra_pairs: int = 64,
+    replay_samples: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+) -> RevealResult:
+    """Reveal the summation tree of ``target``, check it, and replay it against the op.
+
+    Steps: unit and absorption checks; FPRev (or BasicFPRev) with batched probes; the tree's
+    sizes, repeated probes (determinism), batched-vs-single probes, random extra pairs and (matrix
+    ops) every output's K-order are checked; the accumulator precision is measured
+    (:mod:`fpscope.probes.accumulator`); finally the tree is replayed on ``replay_samples`` random
+    inputs per distribution (:mod:`fpscope.verify`) and must match bit for bit.
+
+    Args:
+        target: the operation (n leaves).
+        algorithm: "fprev" (default) or "basic" (all pairs; n(n-1)/2 probes).
+        mask: probe values; default :func:`fpscope.masks.choose_mask` for the target's formats.
+        seed: seed of the pivot and sampling choices (results are reproducible).
+        repeats: how many probes to repeat for the determinism check.
+        extra_pairs: how many random unprobed pairs to check against the tree.
+        replay_samples: random inputs per distribution for the replay check (0 skips it).
+        progress: optional callback(probes_done, n).
+
+    Returns:
+        RevealResult (stats.seconds is the wall time of the tree reveal and its checks, without
+        the accumulator probe and the replay check).
+
+    Raises:
+        fpscope.masks.MaskError: n too large for the formats.
+        RevealError: a check failed (see its ``kind``; "replay" when the op is not a fixed tree
+            of rounded additions, e.g. compensated summation).
+        fpscope.targets.base.TargetError: the op itself failed.
+    """
+    from .formats import get_format
+    from .probes.accumulator import detect_accumulator
+    from .verify import verify
+
+    t0 = time.perf_counter()
+    calls0 = target.calls
+    if mask is None:
+        mask = choose_mask(target.n, target.in_format, target.out_format)
+    prober = Prober(target, mask)
+    rng = np.random.default_rng(seed + 1)
+    stats = RevealStats()
+    n = target.n
+    if n == 1:
+        tree = SumTree(0)
+    else:
+        check_units(prober)
+        check_absorbs(prober)
+        stats.checks["units"] = "ok"
+        stats.checks["absorption"] = "ok"
+        prober.prefetch_all()
+        if algorithm == "basic":
+            nested = basic_fprev(prober)
+        elif algorithm == "fprev":
+            nested = fprev(prober, seed=seed, progress=progress)
+        else:
+            raise ValueError(f"unknown algorithm {algorithm!r}; known: fprev, basic")
+        tree = SumTree(nested)
+        stats.checks["sizes"] = "ok"
+        stats.checks["repeated_probes"] = check_repeat(prober, repeats, rng)
+        stats.checks["batched_vs_single"] = check_batched(prober, min(repeats, 16), rng)
+        stats.checks["random_pairs"] = check_random_pairs(prober, tree, extra_pairs, rng)
+        stats.checks["shared_k_order_outputs"] = check_shared_order(prober, tree, 4, rng)
+    stats.calls = target.calls - calls0
+    stats.probes = prober.probes
+    stats.seconds = time.perf_counter() - t0
+    acc = detect_accumulator(target, tree)
+    result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
+    if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
+        raise RevealError(
+            "mask",
+            f"the op accumulates in {acc['format']}, where the mask M = {mask.M!r} does not absorb "
+            f"{n - 2} units of {mask.u!r}; the tree cannot be trusted",
+        )
+    if replay_samples > 0:
+        acc_fmt = get_format(acc["format"]) if acc.get("format") else target.in_format
+        rep = verify(target, tree, acc_fmt, samples=replay_samples, seed=seed)
+        if not rep["bit_exact"] and not target.is_matrix and tree.max_fan_in() == 2 and n > 2:
+            mixed = _mixed_precision(target, tree, acc_fmt, replay_samples, seed)
+            if mixed is not None:
+                rep, acc["node_formats"] = mixed
+                acc["mixed"] = True
+        result.replay = rep
+        if tree.max_fan_in() > 2:
+            # fused k-term nodes of matrix units align and truncate (NUMERICS.md section 2);
+            # the replay models them as exact sums, so a mismatch here is not evidence
+            rep["enforced"] = False
+            rep["note"] = ("the tree has fused multi-term nodes; their node arithmetic is not "
+                           "modelled by the replay (exact sum, one rounding)")
+        elif not rep["bit_exact"]:
+            raise RevealError(
+                "replay",
+                f"the revealed tree, replayed with a {acc_fmt.name} accumulator, matches the op on "
+                f"only {rep['matched']} of {rep['samples']} random inputs: the op is not a fixed "
+                f"tree of rounded additions (compensated or exact summation, data-dependent "
+                f"order, or an unmodelled product rounding)",
+            )
+    return result
+
+
+def _mixed_precision(target: Target, tree: SumTree, acc_fmt, samples: int, seed: int):
+    """Per-node accumulator formats (e.g. OpenBLAS sdot: a float32 vector body and a float64
+    scalar tail); returns (replay report, run-length node formats) when they replay bit-exactly."""
+    from .formats import get_format
+    from .probes.accumulator import detect_node_formats, run_lengths
+    from .verify import verify
+
+    names = detect_node_formats(target, tree)
+    if any(nm is not None and nm.startswith(">") for nm in names):
+        return None
+    nodes = list(tree.nodes_postorder())
+    index = {id(nd): i for i, nd in enumerate(nodes)}
+    root = nodes[-1]
+    child_fmts = [names[index[id(c)]] for c in root if isinstance(c, tuple)]
+    options = []
+    for cand in [max(child_fmts, key=lambda f: get_format(f).p) if child_fmts else None,
+                 min(child_fmts, key=lambda f: get_format(f).p) if child_fmts else None,
+                 acc_fmt.name, "fp64"]:
+        if cand is not None and cand not in options:
+            options.append(cand)
+    for root_fmt in options:
+        full = names[:-1] + [root_fmt]
+        fmts = [get_format(f) for f in full]
+        base = min(fmts, key=lambda f: f.p)
+        rep = verify(target, tree, base, samples=samples, seed=seed, node_formats=fmts)
+        if rep["bit_exact"]:
+            rep["accumulator"] = "mixed"
+            return rep, run_lengths(full)
+    return None

@@ -1,0 +1,134 @@
+"""Black-box operations under test ("targets") and how to build one from its name.
+
+``make_target("numpy.sum", n=1024, dtype="fp32")`` returns a :class:`Target`: the probe interface
+that the revealing algorithms use (``evaluate``, ``evaluate_outer``; see :mod:`.base`). Library
+adapters live in one module per library; torch and jax are imported only when one of their
+targets is requested.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from ._options import conditions, refuse
+from .base import Target, TargetError
+
+__all__ = ["Target", "TargetError", "make_target", "list_targets"]
+
+#: target name -> adapter module (relative to this package)
+_MODULES = {
+    **{n: ".numpy_targets" for n in (
+        "numpy.sum", "numpy.dot", "numpy.vecmat", "numpy.matvec", "numpy.matmul",
+        "numpy.einsum", "numpy.cumsum", "numpy.add.reduce",
+    )},
+    **{n: ".torch_targets" for n in ("torch.sum", "torch.dot", "torch.mv", "torch.mm",
+                                      "torch.matmul")},
+    **{n: ".jax_targets" for n in ("jax.numpy.sum", "jax.numpy.dot", "jax.numpy.matmul")},
+}
+
+#: short spellings accepted for the library prefix
+_PREFIXES = {"np.": "numpy.", "jnp.": "jax.numpy."}
+
+
+def list_targets() -> list[str]:
+    """Names of the built-in targets, whether or not torch / jax is installed.
+
+    ``numpy.einsum`` takes its subscripts in brackets (``numpy.einsum[ij,jk->ik]``; default
+    ``i,i->``). Any user function is a target too: ``package.module:function`` or
+    ``path/to/file.py:function``.
+    """
+    return list(_MODULES)
+
+
+def _split_name(name: str) -> tuple[str, str | None]:
+    """(canonical name, einsum subscripts or None)."""
+    base, subscripts = name.strip(), None
+    if base.endswith("]") and "[" in base:
+        base, _, subscripts = base[:-1].partition("[")
+    for short, full in _PREFIXES.items():
+        if base.startswith(short):
+            base = full + base[len(short):]
+    if subscripts is not None and base != "numpy.einsum":
+        raise TargetError(f"only numpy.einsum takes [subscripts], got {name!r}")
+    return base, subscripts
+
+
+def make_target(
+    name: str,
+    *,
+    n: int | None = None,
+    shape: tuple[int, ...] | None = None,
+    dtype: str = "fp32",
+    layout: str = "C",
+    offset: int = 0,
+    threads: int | None = None,
+    axis: int | None = None,
+    index: int | None = None,
+    device: str | None = None,
+) -> Target:
+    """Build the target ``name`` under the given probe conditions.
+
+    Args:
+        name: one of :func:`list_targets` (``np.`` and ``jnp.`` are accepted for ``numpy.`` and
+            ``jax.numpy.``; ``numpy.einsum[SUBSCRIPTS]``), or a user callable
+            ``package.module:function`` / ``path/to/file.py:function``.
+        n: number of leaves: the reduction length for 1-D ops, K for matrix ops (an N x N x N
+            matmul when ``shape`` is not given; N x N matrices for vecmat/matvec), the array
+            length for ``numpy.cumsum``, the side of a square array for ``numpy.add.reduce``.
+            When ``shape`` is also given, n must equal the leaf count the shape implies.
+        shape: the operation's input shape: (n,) for 1-D ops; (M, K, N) for matmul/mm (and
+            einsum matrix products); (K, N) of A for ``numpy.vecmat``; (M, K) of A for
+            ``numpy.matvec`` and ``torch.mv``; (R, C) for ``numpy.add.reduce``; (length,) for
+            ``numpy.cumsum``.
+        dtype: input format "fp64", "fp32", "fp16" or "bf16" (aliases as in
+            :func:`fpscope.formats.get_format`).
+        layout: "C", "F" (2-D operands; a 1-D array is both) or "strided" (a view with a stride
+            of 2 elements along the last axis) for every probed operand (numpy, torch CPU,
+            callables).
+        offset: bytes after a 64-byte-aligned address at which each probed operand starts.
+        threads: BLAS threads (numpy, callables; threadpoolctl) or torch threads, held until
+            ``close()``; None keeps the library's setting.
+        axis: reduced axis of ``numpy.add.reduce`` (0 or 1; default 0).
+        index: probed output: of ``numpy.add.reduce`` (default 0) and of ``numpy.cumsum``
+            (default the last; the tree then has index + 1 leaves).
+        device: "cpu" (default) or "cuda" for torch targets; "cpu" for jax.
+
+    Returns:
+        A :class:`Target`; call ``close()`` (or use it in a ``with`` block) when done.
+
+    Raises:
+        TargetError: unknown name, unsupported dtype or layout, a missing optional library
+            (torch, jax), bad or inconsistent sizes, an option the target does not take, or a
+            callable that cannot be loaded. The message is one line.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise TargetError(f"target name must be a non-empty string, got {name!r}")
+    if ":" in name and "[" not in name:
+        from . import callable as user
+
+        refuse(name, device=device)
+        cond = conditions(name, dtype, layout, offset, threads)
+        return user.build(name.strip(), n=n, shape=shape, cond=cond, axis=axis, index=index)
+    base, subscripts = _split_name(name)
+    if base not in _MODULES:
+        close = difflib.get_close_matches(base, list(_MODULES), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise TargetError(
+            f"unknown target {name!r}; {hint}known: {', '.join(_MODULES)}, "
+            "or package.module:function"
+        )
+    cond = conditions(base, dtype, layout, offset, threads)
+    module = importlib.import_module(_MODULES[base], __name__)
+    options = dict(n=n, shape=shape, cond=cond, axis=axis, index=index)
+    if base == "numpy.einsum":
+        options["subscripts"] = subscripts
+    if module.__name__.endswith("numpy_targets"):
+        if device not in (None, "cpu"):
+            raise TargetError(f"{base} runs on the CPU only, got device {device!r}")
+    else:
+        options["device"] = device
+    try:
+        return module.build(base, **options)
+    except MemoryError:
+        raise TargetError(f"{base}: not enough memory for shape {shape or n}") from None

@@ -1,0 +1,69 @@
+"""Placement of probe operands in memory: layout (C, F, strided) and byte offset from alignment.
+
+Some kernels change their accumulation order with the buffer address: older OpenBLAS AVX-512
+asum kernels peel scalar elements until the pointer is 64-byte aligned (fpscope cases/README.md,
+C4). A target therefore puts its probed operands ``offset`` bytes after a 64-byte-aligned address,
+so that ``address % 64 == offset % 64``, and keeps the buffer for all later calls.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Alignment (bytes) the offset is measured from: an AVX-512 vector, a common cache line.
+ALIGN = 64
+
+
+def _raw_view(nbytes: int, offset: int) -> np.ndarray:
+    """uint8 array of ``nbytes`` bytes starting ``offset`` bytes after a 64-byte boundary."""
+    raw = np.empty(nbytes + ALIGN + offset, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGN + offset
+    return raw[start : start + nbytes]
+
+
+def placed_zeros(shape: tuple[int, ...], dtype, layout: str = "C", offset: int = 0) -> np.ndarray:
+    """Zero array of ``shape`` and ``dtype`` laid out as asked.
+
+    Args:
+        shape: 1-D or 2-D shape.
+        dtype: numpy or ml_dtypes dtype.
+        layout: "C" (row-major), "F" (column-major; a 1-D array is both), or "strided" (the last
+            axis has a stride of two elements: a view of every second element of a C-order buffer
+            twice as long along that axis).
+        offset: bytes between a 64-byte-aligned address and the first element (any value >= 0;
+            one that is not a multiple of the item size gives an unaligned array, which numpy
+            processes through its unaligned, buffered loops).
+
+    Returns:
+        A writeable view ``a`` with ``a.ctypes.data % 64 == offset % 64``.
+    """
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    full = shape[:-1] + (2 * shape[-1],) if layout == "strided" else shape
+    nbytes = int(np.prod(full)) * dtype.itemsize
+    buf = _raw_view(nbytes, offset).view(dtype)
+    arr = buf.reshape(full, order="F" if layout == "F" else "C")
+    if layout == "strided":
+        arr = arr[..., ::2]
+    arr[...] = 0
+    return arr
+
+
+def placed_rows(rows: int, n: int, dtype, layout: str = "C", offset: int = 0) -> np.ndarray:
+    """(rows, n) zero array whose every row is placed like ``placed_zeros((n,), ...)``.
+
+    Each row has the element stride of the 1-D layout (1, or 2 for "strided") and starts at the
+    same address modulo 64: the row stride is padded to a multiple of 64 bytes. This lets one
+    reduction along axis 1 stand for ``rows`` separate 1-D calls (where the library gives the
+    same bits; see the numpy.sum target).
+    """
+    dtype = np.dtype(dtype)
+    step = 2 if layout == "strided" else 1
+    row_bytes = n * step * dtype.itemsize
+    row_bytes = -(-row_bytes // ALIGN) * ALIGN
+    if row_bytes % dtype.itemsize:
+        raise ValueError(f"item size {dtype.itemsize} does not divide {ALIGN}")
+    buf = _raw_view(rows * row_bytes, offset).view(dtype)
+    arr = buf.reshape(rows, row_bytes // dtype.itemsize)[:, : n * step : step]
+    arr[...] = 0
+    return arr

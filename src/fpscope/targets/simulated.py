@@ -1,0 +1,106 @@
+"""Simulated targets: a known summation tree evaluated by :func:`fpscope.replay.replay`.
+
+They are the ground truth of the tests (the revealed tree must equal the tree they were built
+from) and a way to ask "what would this order do?" without the real library.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import FP32, Format
+from ..replay import replay
+from ..tree import SumTree
+from .base import Target
+
+
+class SimulatedSum(Target):
+    """A reduction that adds its n inputs in the order of ``tree``.
+
+    Args:
+        tree: the summation tree (no "C" leaf).
+        acc: accumulator format of every node (default fp32).
+        in_format, out_format: formats of inputs and output (default: acc).
+        fused_frac_bits: alignment width of fused nodes (see :func:`fpscope.replay.replay`); fused
+            nodes of real matrix units truncate, which is what makes them revealable.
+    """
+
+    name = "simulated.sum"
+
+    def __init__(
+        self,
+        tree: SumTree,
+        acc: Format = FP32,
+        in_format: Format | None = None,
+        out_format: Format | None = None,
+        fused_frac_bits: int | None = None,
+    ):
+        super().__init__(tree.n, in_format or acc, out_format or acc)
+        self.tree = tree
+        self.acc = acc
+        self.fused_frac_bits = fused_frac_bits
+
+    def evaluate(self, X) -> np.ndarray:
+        X = self._check(X)
+        self.calls += X.shape[0]
+        return replay(self.tree, X.astype(np.float64), self.acc, self.out_format,
+                      fused_frac_bits=self.fused_frac_bits)
+
+    def _call_one(self, x) -> float:
+        return float(replay(self.tree, np.asarray(x, dtype=np.float64), self.acc, self.out_format,
+                            fused_frac_bits=self.fused_frac_bits))
+
+    def spec(self) -> dict:
+        return {"name": self.name, "n": self.n, "dtype": self.in_format.name, "acc": self.acc.name}
+
+
+class SimulatedMatmul(Target):
+    """A matrix op whose output (r, c) reduces its K products in the order of ``tree_for(r, c)``.
+
+    Products are rounded to ``acc`` (no FMA), then added by :func:`fpscope.replay.replay`.
+
+    Args:
+        tree: the K-order of every output (n = K leaves).
+        rows, cols: output shape M x N (the largest R and C of ``evaluate_outer``).
+        acc: accumulator format (default fp32); inputs are in the same format.
+        tree_for: optional function (r, c) -> SumTree overriding ``tree`` per output, to model
+            outputs that do not share one K-order (edge tiles, split-K).
+    """
+
+    name = "simulated.matmul"
+    is_matrix = True
+
+    def __init__(self, tree: SumTree, rows: int, cols: int, acc: Format = FP32, tree_for=None):
+        super().__init__(tree.n, acc, acc)
+        self.tree = tree
+        self.acc = acc
+        self.max_rows, self.max_cols = rows, cols
+        self.tree_for = tree_for
+
+    def _outputs(self, prods: np.ndarray, coords) -> np.ndarray:
+        from ..formats import round_to_format
+
+        leaves = round_to_format(prods, self.acc)
+        if self.tree_for is None:
+            return replay(self.tree, leaves, self.acc)
+        out = np.empty(len(coords))
+        for b, (r, c) in enumerate(coords):
+            out[b] = replay(self.tree_for(r, c), leaves[b], self.acc)
+        return out
+
+    def evaluate_outer(self, P, Q) -> np.ndarray:
+        P = np.asarray(P, dtype=np.float64)
+        Q = np.asarray(Q, dtype=np.float64)
+        R, C = P.shape[0], Q.shape[1]
+        self.calls += 1
+        with np.errstate(all="ignore"):
+            prods = (P[:, None, :] * Q.T[None, :, :]).reshape(R * C, self.n)
+        coords = [(r, c) for r in range(R) for c in range(C)]
+        return self._outputs(prods, coords).reshape(R, C)
+
+    def _call_one(self, x) -> float:
+        return float(self._outputs(np.asarray(x, dtype=np.float64)[None, :], [(0, 0)])[0])
+
+    def spec(self) -> dict:
+        return {"name": self.name, "n": self.n, "dtype": self.in_format.name,
+                "shape": [self.max_rows, self.n, self.max_cols]}

@@ -1,0 +1,92 @@
+"""Exact rounding to binary formats, checked against numpy's IEEE cast and a rational reference."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fpscope.formats import BF16, FP16, FP32, FP64, ROUNDING_MODES, get_format, is_representable, round_to_format, to_storage
+
+
+def _ref_round(x: float, fmt, mode: str) -> float:
+    """Obviously-right rounding with rationals."""
+    if x == 0 or not np.isfinite(x):
+        return x
+    a = Fraction(abs(x))
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    q = max(e - fmt.p + 1, fmt.emin - fmt.p + 1)
+    s = a / Fraction(2) ** q
+    lo = s.numerator // s.denominator
+    frac = s - lo
+    neg = x < 0
+    if mode == "RNE":
+        up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lo % 2 == 1)
+    elif mode == "RNA":
+        up = frac >= Fraction(1, 2)
+    elif mode == "RZ":
+        up = False
+    elif mode == "RU":
+        up = frac > 0 and not neg
+    else:  # RD
+        up = frac > 0 and neg
+    r = (lo + (1 if up else 0)) * Fraction(2) ** q
+    v = float(r) if r < Fraction(2) ** 1024 else np.inf
+    if v > fmt.max_finite:
+        if mode in ("RNE", "RNA") or (mode == "RU" and not neg) or (mode == "RD" and neg):
+            v = np.inf
+        else:
+            v = fmt.max_finite
+    return -v if neg else v
+
+
+def test_fp32_matches_numpy_cast_on_random_bits():
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2**64, size=200_000, dtype=np.uint64)
+    x = bits.view(np.float64)
+    x = x[np.isfinite(x)]
+    x = np.concatenate([x * 2.0**-900, np.ldexp(rng.random(50_000), rng.integers(-160, 130, 50_000))])
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float32).astype(np.float64)
+    got = round_to_format(x, FP32)
+    assert np.array_equal(got, want)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64), st.sampled_from(ROUNDING_MODES),
+       st.sampled_from([FP32, FP16, BF16]))
+def test_matches_rational_reference(x, mode, fmt):
+    got = float(round_to_format(np.array([x]), fmt, mode)[0])
+    assert got == _ref_round(x, fmt, mode) or (got == 0 and _ref_round(x, fmt, mode) == 0)
+
+
+def test_ties_and_subnormals_fp16():
+    # 1 + 2^-11 is a tie between 1 and 1 + 2^-10: RNE -> 1, RNA -> 1 + 2^-10
+    x = np.array([1 + 2.0**-11, 2.0**-25, 3 * 2.0**-26, 65520.0])
+    assert round_to_format(x, FP16, "RNE").tolist() == [1.0, 0.0, 2.0**-24, np.inf]
+    assert round_to_format(x, FP16, "RNA").tolist() == [1 + 2.0**-10, 2.0**-24, 2.0**-24, np.inf]
+    assert round_to_format(x, FP16, "RZ")[3] == 65504.0
+
+
+def test_double_rounding_trap_is_avoided():
+    # float64 -> bf16 through float32 rounds twice; our rounding does not
+    x = np.array([1 + 2.0**-8 + 2.0**-30])  # just above the bf16 tie 1 + 2^-8
+    assert round_to_format(x, BF16)[0] == 1 + 2.0**-7
+    import ml_dtypes
+
+    assert float(x.astype(np.float32).astype(ml_dtypes.bfloat16)[0]) == 1.0  # the library's double rounding
+
+
+def test_to_storage_refuses_inexact():
+    with pytest.raises(ValueError, match="not exactly representable in fp16"):
+        to_storage([0.1], FP16)
+    assert to_storage([0.5, -2.0], BF16).dtype.name == "bfloat16"
+    assert is_representable([np.inf, np.nan, 1.0], FP16).all()
+
+
+def test_get_format_aliases_and_errors():
+    assert get_format("float32") is FP32 and get_format("half") is FP16 and get_format("fp64") is FP64
+    with pytest.raises(ValueError, match="unknown format"):
+        get_format("fp7")

@@ -1,0 +1,230 @@
+"""FPRev and BasicFPRev on targets with known trees, and the checks that must fire."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from families import (
+    blocked_tree,
+    fused_chain_tree,
+    numpy_pairwise_sum_tree,
+    random_tree,
+    strided_lanes_tree,
+)
+from fpscope.formats import BF16, FP16, FP32, FP64
+from fpscope.masks import Mask, MaskError, choose_mask
+from fpscope.reveal import Prober, RevealError, fprev, lca_sizes_of_tree, reveal
+from fpscope.targets.base import Target
+from fpscope.targets.simulated import SimulatedMatmul, SimulatedSum
+from fpscope.tree import SumTree
+
+
+def _roundtrip(tree, **kw):
+    res = reveal(SimulatedSum(tree, fused_frac_bits=24), **kw)
+    assert res.tree == tree, f"revealed {res.tree} for {tree}"
+    return res
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 31, 100])
+def test_sequential_and_pairwise(n):
+    _roundtrip(SumTree.sequential(n))
+    _roundtrip(SumTree.pairwise(n))
+    _roundtrip(SumTree.reverse_sequential(n))
+
+
+def test_families():
+    for tree in (
+        numpy_pairwise_sum_tree(300),
+        strided_lanes_tree(100, 8),
+        strided_lanes_tree(77, 4, combine="sequential"),
+        blocked_tree(96, 16, "pairwise"),
+    ):
+        _roundtrip(tree)
+
+
+def test_fused_nodes_are_revealed():
+    tree = fused_chain_tree(16, 4, with_c=False)
+    assert tree.max_fan_in() == 5 or tree.max_fan_in() == 4
+    _roundtrip(tree)
+
+
+def test_reverse_sequential_5000_costs_about_n_probes():
+    tree = SumTree.reverse_sequential(5000)
+    res = _roundtrip(tree)
+    assert res.stats.probes <= 3 * 5000  # the published pivot rule needs n(n-1)/2
+
+
+def test_sequential_costs_n_probes():
+    res = _roundtrip(SumTree.sequential(2000))
+    assert res.stats.probes <= 2000 + 200
+
+
+def test_random_permuted_chain_near_linear():
+    rng = np.random.default_rng(3)
+    order = rng.permutation(3000).tolist()
+    acc = order[0]
+    for leaf in order[1:]:
+        acc = [acc, leaf]
+    res = _roundtrip(SumTree(acc))
+    assert res.stats.probes <= 6 * 3000
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 300), st.integers(0, 2**32 - 1), st.sampled_from([2, 2, 3, 5]))
+def test_random_trees(n, seed, fan):
+    tree = random_tree(n, np.random.default_rng(seed), max_fan_in=fan)
+    _roundtrip(tree)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 40), st.integers(0, 2**32 - 1))
+def test_basic_agrees_with_fprev(n, seed):
+    tree = random_tree(n, np.random.default_rng(seed), max_fan_in=3)
+    assert _roundtrip(tree, algorithm="basic").tree == _roundtrip(tree).tree
+
+
+@pytest.mark.parametrize("fmt", [FP64, FP32, FP16, BF16])
+def test_low_precision_formats(fmt):
+    tree = numpy_pairwise_sum_tree(200)
+    res = reveal(SimulatedSum(tree, acc=FP32 if fmt in (FP16, BF16) else fmt, in_format=fmt, out_format=fmt))
+    assert res.tree == tree
+
+
+def test_lca_sizes_of_tree_matches_matrix():
+    tree = random_tree(60, np.random.default_rng(0), max_fan_in=3)
+    L = tree.lca_size_matrix()
+    pairs = np.array([(i, j) for i in range(60) for j in range(60) if i != j])
+    assert np.array_equal(lca_sizes_of_tree(tree, pairs), L[pairs[:, 0], pairs[:, 1]])
+
+
+# -- matrix ops -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 64), (1, 64), (64, 1), (5, 9)])
+def test_matrix_batched_probing(rows, cols):
+    tree = numpy_pairwise_sum_tree(64)
+    res = reveal(SimulatedMatmul(tree, rows, cols))
+    assert res.tree == tree
+
+
+def test_square_matrix_needs_few_calls():
+    tree = SumTree.sequential(128)
+    res = reveal(SimulatedMatmul(tree, 128, 128))
+    assert res.tree == tree
+    assert res.stats.calls <= 16  # one GEMM answers every pair
+
+
+def test_outputs_with_different_k_order_are_reported():
+    base = SumTree.pairwise(32)
+    other = SumTree.sequential(32)
+
+    def tree_for(r, c):
+        return other if c >= 30 else base
+
+    with pytest.raises(RevealError) as ei:
+        reveal(SimulatedMatmul(base, 2, 32, tree_for=tree_for))
+    assert ei.value.kind == "inconsistent"
+
+    # an odd output outside the probed grid is found by the shared-order check, with its position
+    def tree_for2(r, c):
+        return other if (r, c) == (3, 1) else base
+
+    with pytest.raises(RevealError) as ei:
+        reveal(SimulatedMatmul(base, 4, 2, tree_for=tree_for2))
+    assert ei.value.kind == "inconsistent"
+
+
+# -- checks that must fire ----------------------------------------------------------------------
+
+
+class _Fn(Target):
+    """A reduction from a Python function on a float32 vector."""
+
+    name = "test.fn"
+
+    def __init__(self, n, fn, fmt=FP32):
+        super().__init__(n, fmt)
+        self.fn = fn
+
+    def _call_one(self, x):
+        return float(self.fn(x))
+
+
+def test_nondeterministic_target_is_refused():
+    rng = np.random.default_rng(0)
+
+    def shuffled_sum(x):
+        acc = np.float32(0)
+        for v in x[rng.permutation(len(x))]:
+            acc = np.float32(acc + v)
+        return acc
+
+    with pytest.raises(RevealError) as ei:
+        reveal(_Fn(64, shuffled_sum))
+    assert ei.value.kind in ("nondeterministic", "inconsistent")
+
+
+def test_kahan_sum_is_refused():
+    def kahan(x):
+        s = np.float32(0)
+        c = np.float32(0)
+        for v in x:
+            y = np.float32(v - c)
+            t = np.float32(s + y)
+            c = np.float32(np.float32(t - s) - y)
+            s = t
+        return s
+
+    with pytest.raises(RevealError) as ei:
+        reveal(_Fn(40, kahan))
+    assert ei.value.kind in ("not-units", "inconsistent", "mask", "replay")
+
+
+def test_too_small_mask_is_refused():
+    tree = numpy_pairwise_sum_tree(100)
+    with pytest.raises(RevealError) as ei:
+        reveal(SimulatedSum(tree), mask=Mask(M=2.0**20, u=1.0))
+    assert ei.value.kind in ("not-units", "inconsistent", "mask")
+
+
+def test_fp64_accumulation_of_fp16_inputs_is_refused():
+    # a float16 reduction that accumulates in float64: no float16 mask can absorb its units
+    tree = SumTree.pairwise(50)
+    with pytest.raises(RevealError):
+        reveal(SimulatedSum(tree, acc=FP64, in_format=FP16, out_format=FP64))
+
+
+def test_narrow_accumulator_cannot_count():
+    # a bf16 accumulator stalls at 256 units (case C6); n = 300 needs exact counts up to 298
+    tree = SumTree.sequential(300)
+    with pytest.raises((RevealError, MaskError)):
+        reveal(SimulatedSum(tree, acc=BF16, in_format=BF16, out_format=FP32))
+
+
+def test_mask_limits():
+    assert choose_mask(2050, FP16, FP16).u == 2.0**-24
+    with pytest.raises(MaskError, match="too large"):
+        choose_mask(2051, FP16, FP16)
+    with pytest.raises(MaskError, match="too large"):
+        choose_mask(300, BF16, BF16)
+    assert choose_mask(2**20, FP32, FP32) == Mask(2.0**127, 1.0)
+
+
+def test_raising_target_is_reported():
+    from fpscope.targets.base import TargetError
+
+    def boom(x):
+        raise ZeroDivisionError("nope")
+
+    with pytest.raises(TargetError, match="ZeroDivisionError: nope"):
+        reveal(_Fn(8, boom))
+
+
+def test_fprev_reports_inconsistent_sizes():
+    class Liar(SimulatedSum):
+        def evaluate(self, X):
+            out = super().evaluate(X)
+            return np.where(out == 3.0, 4.0, out)  # one class of answers is off by one unit
+
+    with pytest.raises(RevealError):
+        reveal(Liar(SumTree.sequential(12)))
