@@ -125,7 +125,9 @@ class Prober:
             return self._fetch_grid(pairs)
         res = np.empty(len(pairs), dtype=np.int64)
         if self._buf is None:
-            self._buf = np.full((self.max_rows, self.n), self.mask.u, dtype=self._dtype)
+            self._buf = self.target.input_buffer(self.max_rows) if self.mode == "rows" else \
+                np.empty((self.max_rows, self.n), dtype=self._dtype)
+            self._buf[...] = self.mask.u
         buf, m = self._buf, self.mask
         for s in range(0, len(pairs), self.max_rows):
             chunk = pairs[s : s + self.max_rows]

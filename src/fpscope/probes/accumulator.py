@@ -56,7 +56,7 @@ def detect_accumulator(target: Target, tree: SumTree) -> dict:
     fin = target.in_format
     tmax = min(fin.p - fin.emin - 1, 80)  # 2^-t must be representable in the input format
     ts = np.arange(1, tmax + 1)
-    X = np.zeros((len(ts), target.n))
+    X = np.zeros((len(ts), target.n), dtype=fin.numpy_dtype())  # every value is exact in fin
     X[:, i] = 1.0
     X[:, j] = np.ldexp(1.0, -ts)
     X[:, k] = -1.0
@@ -114,6 +114,7 @@ def detect_node_formats(target: Target, tree: SumTree) -> list:
             if isinstance(c, tuple):
                 parent[id(c)] = nd
     rows, owners = [], []
+    dt = fin.numpy_dtype()
     for idx, nd in enumerate(nodes):
         par = parent.get(id(nd))
         if par is None:
@@ -124,7 +125,7 @@ def detect_node_formats(target: Target, tree: SumTree) -> list:
         k = tree.leaves(sib)[0]
         for c in cands:
             t = get_format(c).p
-            x = np.zeros(target.n)
+            x = np.zeros(target.n, dtype=dt)  # 1, 2^-t, -1 are exact in the input format
             x[i], x[j], x[k] = 1.0, np.ldexp(1.0, -t), -1.0
             rows.append(x)
             owners.append((idx, t))

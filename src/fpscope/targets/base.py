@@ -70,6 +70,12 @@ class Target:
             out[b] = self._guarded(self._call_one, X[b])
         return out
 
+    def input_buffer(self, rows: int) -> np.ndarray:
+        """A (rows, n) array in the storage dtype for probe inputs. Targets that place their
+        inputs (alignment offset, layout) return a buffer already placed, so that ``evaluate`` on
+        it (or on its leading rows) needs no copy; the default is a plain array."""
+        return np.empty((rows, self.n), dtype=self.in_format.numpy_dtype())
+
     def evaluate_outer(self, P, Q) -> np.ndarray:
         raise TargetError(f"{self.name} is not a matrix operation")
 
