@@ -20,6 +20,8 @@ EPILOG_REVEAL = """examples:
   fpscope reveal torch.matmul --shape 1x512x512 --record mv.json
   fpscope reveal numpy.sum --n 64 --format svg -o sum64.svg
   fpscope reveal mypkg.kernels:my_sum --n 32
+  fpscope reveal numpy.sum --n 430 --dtype fp64 --sweep offset=0:64:8
+  fpscope reveal torch.matmul --shape 1x1000x1000 --sweep rows=1,2,4,8,16,32,64
 """
 
 EPILOG_VERIFY = """examples:
@@ -87,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random inputs per distribution for the replay check (default 100; 0 skips)")
     r.add_argument("--seed", type=int, default=0, help="seed of pivots and random inputs")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--sweep", metavar="NAME=VALUES",
+                   help="reveal once per value and report where the tree changes; NAME is offset, "
+                   "rows (M of a matmul shape), n, threads, layout, index or dtype; VALUES is a "
+                   "comma list or start:stop:step")
 
     v = sub.add_parser(
         "verify",
@@ -142,7 +148,81 @@ def _progress(quiet: bool, n: int):
     return cb, prog.stop
 
 
+_SWEEPABLE = ("offset", "rows", "n", "threads", "layout", "index", "dtype")
+
+
+def _parse_sweep(text: str):
+    name, sep, vals = text.partition("=")
+    name = name.strip()
+    if not sep or name not in _SWEEPABLE:
+        raise UsageError(f"--sweep {text!r}: expected NAME=VALUES with NAME one of {', '.join(_SWEEPABLE)}")
+    if name in ("layout", "dtype"):
+        values = [v.strip() for v in vals.split(",") if v.strip()]
+    else:
+        try:
+            if ":" in vals:
+                parts = [int(p) for p in vals.split(":")]
+                values = list(range(*parts))
+            else:
+                values = [int(v) for v in vals.split(",") if v.strip()]
+        except (ValueError, TypeError):
+            raise UsageError(f"--sweep {text!r}: values must be integers (a,b,c or start:stop:step)") from None
+    if not values:
+        raise UsageError(f"--sweep {text!r}: no values")
+    return name, values
+
+
+def cmd_sweep(args) -> int:
+    import copy
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .summary import summarize
+    from .sweep import sweep
+
+    name, values = _parse_sweep(args.sweep)
+
+    def build(v):
+        a = copy.copy(args)
+        if name == "rows":
+            shape = _parse_shape(args.shape) or (args.n or 256,) * 3
+            if len(shape) != 3:
+                raise UsageError("--sweep rows=... needs a matmul shape MxKxN (or --n)")
+            a.shape, a.n = f"{v}x{shape[1]}x{shape[2]}", None
+        else:
+            setattr(a, name, v)
+        return _make_target(a)
+
+    res = sweep(name, values, build, seed=args.seed, replay_samples=args.samples)
+    if args.format == "json":
+        from .record import dumps, new_record
+
+        rec = new_record("sweep", target={"name": args.target}, sweep=res.to_json(),
+                         summaries={k: summarize(t) for k, t in res.trees.items()})
+        _emit(dumps(rec), args)
+        return 0
+    console = Console()
+    table = Table(title=f"{args.target}: tree per {name}")
+    table.add_column(name)
+    table.add_column("tree")
+    table.add_column("note")
+    for row in res.rows:
+        table.add_row(str(row["value"]), row["tree_id"] or "-", row["error"] or "")
+    console.print(table)
+    for tid, tree in res.trees.items():
+        console.print(f"[bold]{tid}[/bold]: {summarize(tree)}", highlight=False)
+    if res.changes:
+        console.print("tree changes between " + ", ".join(f"{a} -> {b}" for a, b in res.changes),
+                      highlight=False)
+    else:
+        console.print(f"the tree does not change with {name}", highlight=False)
+    return 0
+
+
 def cmd_reveal(args) -> int:
+    if args.sweep:
+        return cmd_sweep(args)
     from .environment import capture_environment
     from .record import dumps, new_record, write_record
     from .reveal import reveal
@@ -239,9 +319,12 @@ def _print_text(record: dict, tree, args) -> None:
     console.print(
         f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
         f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}; checks passed: "
-        f"{', '.join(k for k in pr['checks'])}",
+        f"{', '.join(k for k, v in pr['checks'].items() if not str(v).startswith('no:'))}",
         highlight=False,
     )
+    shared = str(pr["checks"].get("shared_k_order_outputs", ""))
+    if shared.startswith("no:"):
+        console.print(f"[yellow]note:[/yellow] {shared[3:].strip()}", highlight=False)
     rep = record["validation"].get("replay")
     if rep:
         state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
@@ -273,8 +356,10 @@ def cmd_verify(args) -> int:
         if tree.n != target.n:
             raise UsageError(f"{args.record}: the tree has {tree.n} leaves but the target has {target.n}")
         acc_fmt, node_formats = _record_arithmetic(rec, target)
+        checks = (rec.get("probe") or {}).get("checks") or {}
+        shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
         rep = verify(target, tree, acc_fmt, samples=args.samples, seed=args.seed,
-                     node_formats=node_formats)
+                     node_formats=node_formats, first_output_only=not shared)
     finally:
         target.close()
     if args.format == "json":

@@ -55,6 +55,8 @@ class Prober:
     * "rows": one probe vector per row of ``target.evaluate`` (reductions);
     * "outer-rows": matrix ops whose mask cannot be split across A and B (u != 1, e.g. fp16):
       one probe vector per row of A, B = ones;
+    * "single": matrix ops whose outputs do not share one K-order: ``target.evaluate``, one
+      call per probe, output (0, 0);
     * "grid": matrix ops with u = 1: +M in row r of A at the pivot, -M in column c of B at the
       partner; output (r, c) answers the pair (pivot_r, partner_c), so one call answers R * C
       pairs (NUMERICS.md section 1, batched probing). It assumes every output shares one K-order;
@@ -66,14 +68,16 @@ class Prober:
         max_batch_bytes: memory cap of one batched call's input buffer.
     """
 
-    def __init__(self, target: Target, mask: Mask, max_batch_bytes: int = 4 << 20):
+    def __init__(self, target: Target, mask: Mask, max_batch_bytes: int = 4 << 20, mode: str | None = None):
         self.target = target
         self.mask = mask
         self.n = target.n
         self.probes = 0
         self._dtype = target.in_format.numpy_dtype()
         self.max_rows = max(1, max_batch_bytes // (self._dtype.itemsize * self.n))
-        if target.is_matrix:
+        if mode == "single":  # one op call per probe, output (0, 0) of a matrix op
+            self.mode = "single"
+        elif target.is_matrix:
             self.mode = "grid" if mask.u == 1.0 else "outer-rows"
             if self.mode == "outer-rows":
                 self.max_rows = max(1, min(self.max_rows, target.max_rows))
@@ -136,7 +140,7 @@ class Prober:
             buf[rows, chunk[:, 1]] = -m.M
             try:
                 X = buf[: len(chunk)]
-                if self.mode == "rows":
+                if self.mode in ("rows", "single"):
                     out = self.target.evaluate(X)
                 else:
                     ones = np.ones((self.n, 1), dtype=self._dtype)
@@ -597,6 +601,25 @@ def check_shared_order(prober: Prober, tree: SumTree, count: int, rng) -> int:
     return checked
 
 
+def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats) -> SumTree:
+    rng = np.random.default_rng(seed + 1)
+    prober.prefetch_all()
+    if algorithm == "basic":
+        nested = basic_fprev(prober)
+    elif algorithm == "fprev":
+        nested = fprev(prober, seed=seed, progress=progress)
+    else:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: fprev, basic")
+    tree = SumTree(nested)
+    stats.checks["sizes"] = "ok"
+    stats.checks["repeated_probes"] = check_repeat(prober, repeats, rng)
+    stats.checks["batched_vs_single"] = check_batched(prober, min(repeats, 16), rng)
+    stats.checks["random_pairs"] = check_random_pairs(prober, tree, extra_pairs, rng)
+    if prober.mode != "single":
+        stats.checks["shared_k_order_outputs"] = check_shared_order(prober, tree, 4, rng)
+    return tree
+
+
 @dataclass
 class RevealResult:
     """What :func:`reveal` found: the tree, the mask, stats, accumulator and replay report."""
@@ -655,32 +678,29 @@ def reveal(
     calls0 = target.calls
     if mask is None:
         mask = choose_mask(target.n, target.in_format, target.out_format)
-    prober = Prober(target, mask)
-    rng = np.random.default_rng(seed + 1)
     stats = RevealStats()
     n = target.n
     if n == 1:
-        tree = SumTree(0)
+        tree, probes = SumTree(0), 0
     else:
+        prober = Prober(target, mask)
         check_units(prober)
         check_absorbs(prober)
         stats.checks["units"] = "ok"
         stats.checks["absorption"] = "ok"
-        prober.prefetch_all()
-        if algorithm == "basic":
-            nested = basic_fprev(prober)
-        elif algorithm == "fprev":
-            nested = fprev(prober, seed=seed, progress=progress)
-        else:
-            raise ValueError(f"unknown algorithm {algorithm!r}; known: fprev, basic")
-        tree = SumTree(nested)
-        stats.checks["sizes"] = "ok"
-        stats.checks["repeated_probes"] = check_repeat(prober, repeats, rng)
-        stats.checks["batched_vs_single"] = check_batched(prober, min(repeats, 16), rng)
-        stats.checks["random_pairs"] = check_random_pairs(prober, tree, extra_pairs, rng)
-        stats.checks["shared_k_order_outputs"] = check_shared_order(prober, tree, 4, rng)
+        try:
+            tree = _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats)
+            probes = prober.probes
+        except RevealError as exc:
+            if not (target.is_matrix and exc.kind == "inconsistent" and prober.mode != "single"):
+                raise
+            # outputs do not share one K-order (edge tiles, split-K): reveal output (0, 0) alone
+            single = Prober(target, mask, mode="single")
+            tree = _tree_and_checks(single, algorithm, seed, repeats, extra_pairs, progress, stats)
+            stats.checks["shared_k_order_outputs"] = f"no: {exc}; the tree is that of output (0, 0)"
+            probes = prober.probes + single.probes
     stats.calls = target.calls - calls0
-    stats.probes = prober.probes
+    stats.probes = probes
     stats.seconds = time.perf_counter() - t0
     acc = detect_accumulator(target, tree)
     result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
@@ -692,7 +712,9 @@ def reveal(
         )
     if replay_samples > 0:
         acc_fmt = get_format(acc["format"]) if acc.get("format") else target.in_format
-        rep = verify(target, tree, acc_fmt, samples=replay_samples, seed=seed)
+        shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
+        rep = verify(target, tree, acc_fmt, samples=replay_samples, seed=seed,
+                     first_output_only=not shared)
         if not rep["bit_exact"] and not target.is_matrix and tree.max_fan_in() == 2 and n > 2:
             mixed = _mixed_precision(target, tree, acc_fmt, replay_samples, seed)
             if mixed is not None:
