@@ -697,7 +697,12 @@ def reveal(
             # outputs do not share one K-order (edge tiles, split-K): reveal output (0, 0) alone
             single = Prober(target, mask, mode="single")
             tree = _tree_and_checks(single, algorithm, seed, repeats, extra_pairs, progress, stats)
-            stats.checks["shared_k_order_outputs"] = f"no: {exc}; the tree is that of output (0, 0)"
+            try:  # name the outputs that differ from output (0, 0), where possible
+                check_shared_order(prober, tree, 8, np.random.default_rng(seed + 2))
+                where = str(exc)
+            except RevealError as exc2:
+                where = str(exc2)
+            stats.checks["shared_k_order_outputs"] = f"no: {where}; the tree is that of output (0, 0)"
             probes = prober.probes + single.probes
     stats.calls = target.calls - calls0
     stats.probes = probes
