@@ -111,6 +111,17 @@ def validate_record(rec, where: str = "record") -> dict:
     missing = [k for k in _REQUIRED.get(kind, ()) if k not in rec]
     if missing:
         raise RecordError(f"{where} ({kind}) lacks required key(s): {', '.join(missing)}")
-    if kind == "reveal" and not isinstance(rec["target"], dict):
-        raise RecordError(f"{where}: \"target\" must be an object")
+    if kind == "reveal":
+        for key in ("target", "probe"):
+            if not isinstance(rec[key], dict):
+                raise RecordError(f"{where}: \"{key}\" must be an object")
+        for key in ("checks", "mask"):
+            if key in rec["probe"] and not isinstance(rec["probe"][key], dict):
+                raise RecordError(f"{where}: \"probe.{key}\" must be an object")
+        for key in ("accumulator", "validation", "environment"):
+            if key in rec and not isinstance(rec[key], dict):
+                raise RecordError(f"{where}: \"{key}\" must be an object")
+        shape = rec["target"].get("shape")
+        if shape is not None and not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)):
+            raise RecordError(f"{where}: \"target.shape\" must be a list of integers")
     return rec

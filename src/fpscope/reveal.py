@@ -24,7 +24,7 @@ import numpy as np
 
 from .masks import Mask, choose_mask
 from .targets.base import Target
-from .tree import SumTree
+from .tree import C_LEAF, SumTree
 
 
 class RevealError(RuntimeError):
@@ -87,6 +87,7 @@ class Prober:
         self.table: np.ndarray | None = None  # all pairs, after prefetch_all
         self.history: list[tuple[np.ndarray, np.ndarray]] = []
         self._buf: np.ndarray | None = None
+        self.packed_calls = 0  # calls that carried probes of several leaf sets
 
     # -- probe inputs -------------------------------------------------------------------------
     def probe_rows(self, pairs: np.ndarray) -> np.ndarray:
@@ -151,6 +152,124 @@ class Prober:
             res[s : s + len(chunk)] = self.to_lca_sizes(out, chunk)
         self.probes += len(pairs)
         return res
+
+    @property
+    def pack_bits(self) -> int:
+        """Bits of exact unit counts one call can carry (0: packing unavailable)."""
+        if self.mode != "rows":
+            return 0
+        bits = min(self.target.in_format.p, self.target.out_format.p)
+        while bits > 1 and not self.mask.absorbs((1 << bits) + 2, self.target.in_format):
+            bits -= 1
+        return bits
+
+    def lca_sizes_packed(self, tasks: list) -> np.ndarray:
+        """l values for the probes of several disjoint leaf sets, many sets per op call.
+
+        ``tasks``: list of (members, pivot, others) with members a sorted leaf array holding the
+        pivot and others. Returns the l values of (pivot, j) for j in others, task by task,
+        concatenated.
+
+        Assumes each member set is a complete subtree of a binary tree (what FPRev's groups are
+        then): units of weight 2^o_T * u sit only on the members of task T, so T's masks cancel
+        inside T and the output, a sum of disjoint bit fields, carries T's count |T| - l in the
+        field at o_T. Tasks are packed into fields by a greedy first-fit; several tasks may take
+        turns in one field. Each field holds counts exactly as long as all fields fit in
+        :attr:`pack_bits`.
+
+        Raises:
+            RevealError("not-units"): an output is not a whole number of units.
+        """
+        B = self.pack_bits
+        m = np.array([len(t[0]) for t in tasks])
+        need = np.maximum(1, np.ceil(np.log2(np.maximum(m - 1, 1))).astype(int))
+        results = [None] * len(tasks)
+        solo = [i for i in range(len(tasks)) if need[i] > B - 1 or B < 2]
+        for i in solo:
+            mem, p, others = tasks[i]
+            results[i] = self.fetch(np.stack([np.full(len(others), p), others], axis=1))
+        rest = [i for i in range(len(tasks)) if results[i] is None]
+        if rest:
+            self._packed(tasks, rest, need, B, results)
+        out = np.concatenate(results)
+        pairs = np.concatenate([np.stack([np.full(len(t[2]), t[1]), t[2]], axis=1) for t in tasks])
+        self.history.append((pairs, out))
+        return out
+
+    def _packed(self, tasks, idx, need, B, results) -> None:
+        lengths = {i: len(tasks[i][2]) for i in idx}
+        total = sum(lengths[i] * need[i] for i in idx)
+        target_rows = max(max(lengths.values()), -(-total // B))
+        slots: list[list] = []  # [width, offset, length, [(task, start_row)]]
+        used = 0
+        for i in sorted(idx, key=lambda i: (-need[i], -lengths[i])):
+            fit = [sl for sl in slots if sl[0] >= need[i] and sl[2] + lengths[i] <= target_rows]
+            if fit:
+                sl = max(fit, key=lambda sl: sl[2])
+            elif used + need[i] <= B:
+                sl = [need[i], used, 0, []]
+                slots.append(sl)
+                used += need[i]
+            else:
+                sl = min((sl for sl in slots if sl[0] >= need[i]), key=lambda sl: sl[2])
+            sl[3].append((i, sl[2]))
+            sl[2] += lengths[i]
+        R = max(sl[2] for sl in slots)
+        cuts = sorted({0, R} | {start for sl in slots for _, start in sl[3]}
+                      | {start + lengths[i] for sl in slots for i, start in sl[3]})
+        if self._buf is None:
+            self._buf = self.target.input_buffer(self.max_rows)
+        try:
+            self._packed_rows(tasks, slots, cuts, lengths, B, results)
+        finally:
+            self._buf[...] = self.mask.u  # leave the buffer as fetch() expects it
+        self.probes += sum(lengths.values())
+
+    def _packed_rows(self, tasks, slots, cuts, lengths, B, results) -> None:
+        u, M = self.mask.u, self.mask.M
+        buf = self._buf
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            active = []  # (task, start, weight, offset, width)
+            pattern = np.zeros(self.n, dtype=self._dtype)
+            for width, off, _, queue in slots:
+                for i, start in queue:
+                    if start <= a and b <= start + lengths[i]:
+                        w = u * (1 << off)
+                        mem = tasks[i][0]
+                        if mem[-1] - mem[0] + 1 == len(mem):
+                            pattern[mem[0] : mem[-1] + 1] = w
+                        else:
+                            pattern[mem] = w
+                        active.append((i, start, w, off, width))
+            X = buf[: min(self.max_rows, b - a)]
+            X[...] = pattern  # once per block; only the masks change between its chunks
+            for c0 in range(a, b, self.max_rows):
+                k = min(self.max_rows, b - c0)
+                rows = np.arange(k)
+                X = buf[:k]
+                for i, start, w, _, _ in active:
+                    q = c0 - start + rows
+                    X[rows, tasks[i][1]] = M
+                    X[rows, tasks[i][2][q]] = -M
+                out = np.asarray(self.target.evaluate(X), dtype=np.float64) / u
+                self.packed_calls += 1
+                ok = np.isfinite(out) & (out == np.round(out)) & (out >= 0) & (out < 2.0**B)
+                if not ok.all():
+                    r = int(np.flatnonzero(~ok)[0])
+                    raise RevealError("not-units", f"a packed probe returned {out[r] * u!r}, not a "
+                                      f"whole number of units: the mask does not absorb or the op "
+                                      f"is not a fixed binary tree of rounded additions")
+                N = out.astype(np.int64)
+                for i, start, w, off, width in active:
+                    cnt = (N >> off) & ((1 << width) - 1)
+                    q = c0 - start + rows
+                    if results[i] is None:
+                        results[i] = np.empty(lengths[i], dtype=np.int64)
+                    results[i][q] = len(tasks[i][0]) - cnt
+                for i, start, w, _, _ in active:  # restore the block's pattern
+                    q = c0 - start + rows
+                    X[rows, tasks[i][1]] = w
+                    X[rows, tasks[i][2][q]] = w
 
     def _grid_call(self, prow: np.ndarray, ccol: np.ndarray) -> np.ndarray:
         """One call: output (r, c) answers (prow[r], ccol[c]); returns the (R, C) l values (-1
@@ -228,11 +347,19 @@ def _node_of(x):
     return tuple(_node_of(c) if isinstance(c, _Partial) else c for c in x.children) if isinstance(x, _Partial) else x
 
 
-def fprev(prober: Prober, leaves=None, seed: int = 0, progress: Callable[[int, int], None] | None = None):
-    """FPRev over ``leaves`` (default: all n). Returns the nested-tuple tree.
+def fprev(
+    prober: Prober,
+    leaves=None,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    packed: bool = False,
+):
+    """FPRev over ``leaves`` (default: all n). Returns the canonical nested-tuple tree.
 
     Breadth-first: each stage probes the pivot of every pending leaf set against the rest of its
-    set, in one batch; groups of equal l become the next stage's sets.
+    set, in one batch; groups of equal l become the next stage's sets. With ``packed``, the
+    probes of different sets share op calls (:meth:`Prober.lca_sizes_packed`; binary trees only:
+    the caller must check the result with :func:`check_binary_nodes`).
 
     Raises:
         RevealError("inconsistent"): group sizes contradict the l values.
@@ -245,7 +372,7 @@ def fprev(prober: Prober, leaves=None, seed: int = 0, progress: Callable[[int, i
     frontier = [0]
     done_probes = 0
     while frontier:
-        pairs_parts = []
+        pairs_parts, packs = [], []
         for tid in frontier:
             t = tasks[tid]
             mem = t["members"]
@@ -262,10 +389,14 @@ def fprev(prober: Prober, leaves=None, seed: int = 0, progress: Callable[[int, i
             others = mem[mem != p]
             t["others"] = others
             pairs_parts.append(np.stack([np.full(len(others), p), others], axis=1))
+            packs.append((mem, p, others))
         if not pairs_parts:
             break
         allpairs = np.concatenate(pairs_parts)
-        allvals = prober.lca_sizes(allpairs)
+        if packed and len(packs) > 1:
+            allvals = prober.lca_sizes_packed(packs)
+        else:
+            allvals = prober.lca_sizes(allpairs)
         done_probes += len(allpairs)
         if progress:
             progress(done_probes, n)
@@ -280,16 +411,18 @@ def fprev(prober: Prober, leaves=None, seed: int = 0, progress: Callable[[int, i
             pos += len(others)
             order = np.argsort(vals, kind="stable")
             sv, so = vals[order], others[order]
-            cuts = np.flatnonzero(np.diff(sv)) + 1
+            bounds = [0, *(np.flatnonzero(sv[1:] != sv[:-1]) + 1).tolist(), len(sv)]
             groups = []
-            giant_seen = False
-            for gv, gm in zip(np.split(sv, cuts), np.split(so, cuts)):
-                giant = len(gm) > 1 and 2 * len(gm) > len(t["members"])
-                giant_seen |= giant
-                strategy = (t["strategy"] + 1) if giant else 0
+            half = len(t["members"]) / 2
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                if b - a == 1:  # a single leaf: nothing left to probe
+                    groups.append((int(sv[a]), -1 - int(so[a])))
+                    continue
+                giant = b - a > half
                 child = len(tasks)
-                tasks.append({"members": np.sort(gm), "strategy": min(strategy, 2)})
-                groups.append((int(gv[0]), child))
+                tasks.append({"members": np.sort(so[a:b]),
+                              "strategy": min(t["strategy"] + 1, 2) if giant else 0})
+                groups.append((int(sv[a]), child))
                 nxt.append(child)
             t["groups"] = groups
             del t["others"]
@@ -305,8 +438,10 @@ def fprev(prober: Prober, leaves=None, seed: int = 0, progress: Callable[[int, i
         running: object = t["pivot"]
         size = count = 1
         for L, child in t["groups"]:
-            sub = result.pop(child)
-            g = len(tasks[child]["members"])
+            if child < 0:  # a single leaf, encoded as -1 - leaf
+                sub, g = -1 - child, 1
+            else:
+                sub, g = result.pop(child), len(tasks[child]["members"])
             if L <= count:
                 raise RevealError("inconsistent", _incons(t["pivot"], L, count))
             if isinstance(running, _Partial) and running.count < running.size:
@@ -340,15 +475,21 @@ def _incons(p, L, count) -> str:
 
 
 def _to_nested(x):
-    # iterative conversion of _Partial chains into nested tuples
+    """_Partial chains -> canonical nested tuples (children sorted by smallest leaf), iteratively."""
     if not isinstance(x, _Partial):
         return x
     stack = [(x, False)]
     done: dict[int, tuple] = {}
+    keys: dict[int, int] = {}
     while stack:
         cur, visited = stack.pop()
         if visited:
-            done[id(cur)] = tuple(done[id(c)] if isinstance(c, _Partial) else c for c in cur.children)
+            kids = sorted(
+                ((keys[id(c)], done[id(c)]) if isinstance(c, _Partial) else (c, c) for c in cur.children),
+                key=lambda kv: kv[0],
+            )
+            done[id(cur)] = tuple(v for _, v in kids)
+            keys[id(cur)] = kids[0][0]
         else:
             stack.append((cur, True))
             stack.extend((c, False) for c in cur.children if isinstance(c, _Partial))
@@ -479,6 +620,39 @@ def check_absorbs(prober: Prober) -> None:
         )
 
 
+def check_binary_nodes(prober: Prober, tree: SumTree) -> int:
+    """For every node, standard probes between a leaf of its first child and a leaf of each other
+    child must give the node's size. This confirms the tree found with packed probes (which
+    assume binary nodes); a fused node of the real op shows up as a larger l. Returns probes."""
+    pairs, want = [], []
+    sizes: dict[int, int] = {}
+    first: dict[int, object] = {}
+    for nd in tree.nodes_postorder():
+        size = 0
+        for c in nd:
+            size += sizes.pop(id(c)) if isinstance(c, tuple) else 1
+        reps = [first.pop(id(c)) if isinstance(c, tuple) else c for c in nd]
+        for r in reps[1:]:
+            if r != C_LEAF and reps[0] != C_LEAF:
+                pairs.append((reps[0], r))
+                want.append(size)
+        sizes[id(nd)] = size
+        first[id(nd)] = reps[0]
+    if not pairs:
+        return 0
+    pairs_a = np.asarray(pairs, dtype=np.int64)
+    got = prober.fetch(pairs_a)
+    bad = np.flatnonzero(got != np.asarray(want))
+    if len(bad):
+        a, b = pairs[bad[0]]
+        raise RevealError(
+            "inconsistent",
+            f"probe ({a}, {b}) gives l = {got[bad[0]]} but the tree found with packed probes says "
+            f"{want[bad[0]]}: the op has fused multi-term nodes or is not one fixed tree",
+        )
+    return len(pairs)
+
+
 def check_random_pairs(prober: Prober, tree: SumTree, count: int, rng) -> int:
     """Probe ``count`` random pairs not yet probed and compare with the tree. Returns pairs checked."""
     n = prober.n
@@ -607,10 +781,24 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
     if algorithm == "basic":
         nested = basic_fprev(prober)
     elif algorithm == "fprev":
-        nested = fprev(prober, seed=seed, progress=progress)
+        nested = None
+        if prober.pack_bits >= 4 and prober.table is None:
+            try:
+                tree = SumTree.from_canonical(fprev(prober, seed=seed, progress=progress, packed=True), prober.n)
+                if prober.packed_calls:
+                    stats.checks["binary_nodes"] = check_binary_nodes(prober, tree)
+                    stats.checks["packed_probes"] = "ok"
+                nested = tree
+            except RevealError as exc:  # not a binary tree: plain FPRev decides
+                stats.checks["packed_probes"] = f"fell back to one probe per call ({exc.kind})"
+                stats.checks.pop("binary_nodes", None)
+                prober.history.clear()  # packed answers assume binary nodes: forget them
+                nested = None
+        if nested is None:
+            nested = SumTree.from_canonical(fprev(prober, seed=seed, progress=progress), prober.n)
     else:
         raise ValueError(f"unknown algorithm {algorithm!r}; known: fprev, basic")
-    tree = SumTree(nested)
+    tree = nested if isinstance(nested, SumTree) else SumTree(nested)
     stats.checks["sizes"] = "ok"
     stats.checks["repeated_probes"] = check_repeat(prober, repeats, rng)
     stats.checks["batched_vs_single"] = check_batched(prober, min(repeats, 16), rng)

@@ -120,6 +120,15 @@ class SumTree:
         return _to_tuples(nested)
 
     @classmethod
+    def from_canonical(cls, root, n: int) -> "SumTree":
+        """Wrap nested tuples that are already canonical (children sorted by smallest leaf) and
+        hold each of the leaves 0..n-1 once, without re-checking them. For trees built by
+        fpscope's own algorithms; anything else goes through ``SumTree(nested)``."""
+        t = object.__new__(cls)
+        t.root, t.n, t.has_c, t._key = root, int(n), False, None
+        return t
+
+    @classmethod
     def from_json(cls, obj) -> "SumTree":
         """Build from the canonical JSON value (already parsed) or a JSON string."""
         if isinstance(obj, str):
