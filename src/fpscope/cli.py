@@ -11,6 +11,8 @@ import json
 import math
 import sys
 
+from rich.markup import escape
+
 EPILOG_REVEAL = """examples:
   fpscope reveal                                  numpy.sum, n = 1024, float32
   fpscope reveal numpy.sum --n 100 --dtype fp16
@@ -174,14 +176,22 @@ def _parse_sweep(text: str):
 
 def cmd_sweep(args) -> int:
     import copy
+    from pathlib import Path
 
     from rich.console import Console
+
+    from .targets.base import TargetError
     from rich.table import Table
 
     from .summary import summarize
     from .sweep import sweep
 
     name, values = _parse_sweep(args.sweep)
+    if args.format in ("svg", "png", "dot"):
+        raise UsageError(f"--sweep writes a table or JSON, not --format {args.format}")
+    for path in (args.record, args.output):
+        if path and Path(path).exists() and not args.force:
+            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
 
     def build(v):
         a = copy.copy(args)
@@ -192,35 +202,53 @@ def cmd_sweep(args) -> int:
             a.shape, a.n = f"{v}x{shape[1]}x{shape[2]}", None
         else:
             setattr(a, name, v)
-        return _make_target(a)
+        try:
+            return _make_target(a)
+        except UsageError as exc:  # a bad value gets an error row; the sweep goes on
+            raise TargetError(str(exc)) from None
 
     res = sweep(name, values, build, seed=args.seed, replay_samples=args.samples)
-    if args.format == "json":
-        from .record import dumps, new_record
+    from .record import dumps, new_record, write_record
 
-        rec = new_record("sweep", target={"name": args.target}, sweep=res.to_json(),
-                         summaries={k: summarize(t) for k, t in res.trees.items()})
+    rec = new_record("sweep", target={"name": args.target}, sweep=res.to_json(),
+                     summaries={k: summarize(t) for k, t in res.trees.items()})
+    if args.record:
+        write_record(rec, args.record, overwrite=args.force)
+    if args.format == "json":
         _emit(dumps(rec), args)
         return 0
-    console = Console()
-    table = Table(title=f"{args.target}: tree per {name}")
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            _sweep_text(Console(file=fh, width=120), res, name, args.target)
+    else:
+        _sweep_text(Console(), res, name, args.target)
+    return 0
+
+
+def _sweep_text(console, res, name: str, target: str) -> None:
+    from rich.table import Table
+
+    from .summary import summarize
+
+    table = Table(title=f"{escape(target)}: tree per {name}")
     table.add_column(name)
     table.add_column("tree")
     table.add_column("note")
     for row in res.rows:
-        table.add_row(str(row["value"]), row["tree_id"] or "-", row["error"] or "")
+        table.add_row(str(row["value"]), row["tree_id"] or "-", escape(row["error"] or ""))
     console.print(table)
     for tid, tree in res.trees.items():
-        console.print(f"[bold]{tid}[/bold]: {summarize(tree)}", highlight=False)
+        console.print(f"[bold]{tid}[/bold]: {escape(summarize(tree))}", highlight=False)
     if res.changes:
         console.print("tree changes between " + ", ".join(f"{a} -> {b}" for a, b in res.changes),
                       highlight=False)
     else:
         console.print(f"the tree does not change with {name}", highlight=False)
-    return 0
 
 
 def cmd_reveal(args) -> int:
+    if args.samples < 0:
+        raise UsageError(f"--samples must be 0 or more, got {args.samples}")
     if args.sweep:
         return cmd_sweep(args)
     from .environment import capture_environment
@@ -297,14 +325,21 @@ def _emit(text: str, args) -> None:
 def _print_text(record: dict, tree, args) -> None:
     from rich.console import Console
 
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            _write_text(Console(file=fh, width=120), record, tree, args)
+    else:
+        _write_text(Console(), record, tree, args)
+
+
+def _write_text(console, record: dict, tree, args) -> None:
     from .render import to_rich
 
-    console = Console(file=open(args.output, "w", encoding="utf-8") if args.output else sys.stdout)
     t = record["target"]
     pr = record["probe"]
     acc = record["accumulator"]
-    console.print(f"[bold]{t['name']}[/bold]  n={tree.n}  dtype={t.get('dtype')}", highlight=False)
-    console.print(f"[bold green]{record['summary']}[/bold green]", highlight=False)
+    console.print(f"[bold]{escape(t['name'])}[/bold]  n={tree.n}  dtype={t.get('dtype')}", highlight=False)
+    console.print(f"[bold green]{escape(record['summary'])}[/bold green]", highlight=False)
     console.print(to_rich(tree))
     if acc.get("node_formats"):
         parts = ", ".join(f"{name} x{count}" for name, count in acc["node_formats"])
@@ -328,8 +363,13 @@ def _print_text(record: dict, tree, args) -> None:
     rep = record["validation"].get("replay")
     if rep:
         state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
-        console.print(f"replay ({rep['model']}, {rep['accumulator']} accumulator): "
+        console.print(f"replay ({rep['accumulator']} accumulator): "
                       f"{rep['matched']}/{rep['samples']} outputs {state}", highlight=False)
+        prod = rep.get("products")
+        if prod:
+            what = {"rounded": "each product rounded, then added", "fma": "an FMA chain"}
+            console.print(f"products of random A and B: {what.get(prod['model'], 'neither rounded products nor an FMA chain reproduces them (not modelled yet)')}",
+                          highlight=False)
     if args.record:
         console.print(f"record written to {args.record}", highlight=False)
 
@@ -340,7 +380,11 @@ def cmd_verify(args) -> int:
     from .tree import SumTree
     from .verify import verify
 
+    if args.samples < 1:
+        raise UsageError(f"--samples must be at least 1, got {args.samples}")
     rec = load_record(args.record)
+    if rec.get("kind", "reveal") != "reveal":
+        raise UsageError(f"{args.record} is a {rec.get('kind')!r} record; verify reads reveal records")
     spec = dict(rec["target"])
     name = spec.pop("name", None)
     if not name:
@@ -366,7 +410,7 @@ def cmd_verify(args) -> int:
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")
     else:
         print(f"{name} n={tree.n}: {rep['matched']}/{rep['samples']} outputs bit-exact "
-              f"({rep['model']}, {rep['accumulator']} accumulator)")
+              f"({rep['accumulator']} accumulator)")
         for kind, d in rep["by_distribution"].items():
             print(f"  {kind:8s} {d['matched']}/{d['samples']}")
         if not rep["bit_exact"]:
