@@ -55,6 +55,19 @@ def published_fprev(f, n: int, M: float = 2.0**127, u: float = 1.0):
     return calls[0]
 
 
+def _gemm_c00(n: int):
+    """C[0, 0] of an n x n x n float32 GEMM whose row 0 of A is the probe (B = ones): what the
+    published FPRev probes for a matrix multiplication, one GEMM per probe."""
+    A = np.zeros((n, n), dtype=np.float32)
+    B = np.ones((n, n), dtype=np.float32)
+
+    def f(x):
+        A[0] = x
+        return (A @ B)[0, 0]
+
+    return f
+
+
 def _median_time(fn, repeats: int):
     times, out = [], None
     for _ in range(repeats):
@@ -75,7 +88,7 @@ def main(argv=None) -> int:
         ("np.sum fp32", "numpy.sum", {"n": 2048 if q else 16384}, lambda x: np.sum(x)),
         ("np.dot fp32", "numpy.dot", {"n": 1024 if q else 8192}, None),
         ("x @ A fp32", "numpy.vecmat", {"n": 256 if q else 2048}, None),
-        ("matmul K-order fp32", "numpy.matmul", {"n": 128 if q else 512}, None),
+        ("matmul K-order fp32", "numpy.matmul", {"n": 128 if q else 512}, _gemm_c00(128 if q else 512)),
         ("matmul K-order fp32", "numpy.matmul", {"n": 256 if q else 1024}, None),
     ]
     rows = []

@@ -775,6 +775,23 @@ def check_shared_order(prober: Prober, tree: SumTree, count: int, rng) -> int:
     return checked
 
 
+def _rows_evaluator(target: Target):
+    """For matrix ops whose outputs share one K-order: evaluate many probe vectors per call, one
+    per row of A (B = ones), instead of one call per vector."""
+    if not (target.is_matrix and target.max_rows > 1):
+        return None
+
+    def evaluate(X):
+        X = target.as_storage(np.asarray(X))
+        ones = np.ones((target.n, 1), dtype=X.dtype)
+        return np.concatenate([
+            np.asarray(target.evaluate_outer(X[s : s + target.max_rows], ones))[:, 0]
+            for s in range(0, len(X), target.max_rows)
+        ])
+
+    return evaluate
+
+
 def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats) -> SumTree:
     rng = np.random.default_rng(seed + 1)
     prober.prefetch_all()
@@ -895,7 +912,8 @@ def reveal(
     stats.calls = target.calls - calls0
     stats.probes = probes
     stats.seconds = time.perf_counter() - t0
-    acc = detect_accumulator(target, tree)
+    shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
+    acc = detect_accumulator(target, tree, evaluate=_rows_evaluator(target) if shared else None)
     result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
     if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
         raise RevealError(
@@ -905,7 +923,6 @@ def reveal(
         )
     if replay_samples > 0:
         acc_fmt = get_format(acc["format"]) if acc.get("format") else target.in_format
-        shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
         rep = verify(target, tree, acc_fmt, samples=replay_samples, seed=seed,
                      first_output_only=not shared)
         if not rep["bit_exact"] and not target.is_matrix and tree.max_fan_in() == 2 and n > 2:

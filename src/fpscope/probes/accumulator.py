@@ -35,12 +35,14 @@ def _triple(tree: SumTree):
     return None
 
 
-def detect_accumulator(target: Target, tree: SumTree) -> dict:
+def detect_accumulator(target: Target, tree: SumTree, evaluate=None) -> dict:
     """Measure the precision (significand bits) of the accumulator of ``target``.
 
     Args:
         target: the operation; its tree must be ``tree``.
         tree: the revealed summation tree.
+        evaluate: optional batched evaluator with the semantics of ``target.evaluate`` (e.g.
+            rows of one matrix-op call, when every output shares the tree).
 
     Returns:
         JSON-able dict: ``observable`` (bool), ``precision_bits`` (int or None), ``format`` (name of
@@ -60,7 +62,7 @@ def detect_accumulator(target: Target, tree: SumTree) -> dict:
     X[:, i] = 1.0
     X[:, j] = np.ldexp(1.0, -ts)
     X[:, k] = -1.0
-    out = np.asarray(target.evaluate(X), dtype=np.float64)
+    out = np.asarray((evaluate or target.evaluate)(X), dtype=np.float64)
     kept = out == np.ldexp(1.0, -ts)
     lost = out == 0
     if not np.all(kept | lost):
@@ -84,7 +86,7 @@ def detect_accumulator(target: Target, tree: SumTree) -> dict:
 _CANDIDATES = ("bf16", "fp16", "fp32", "fp64")
 
 
-def detect_node_formats(target: Target, tree: SumTree) -> list:
+def detect_node_formats(target: Target, tree: SumTree, evaluate=None) -> list:
     """The accumulator format of every internal node of a binary ``tree`` (post-order).
 
     For each node v below the root, leaves i and j from two children of v and k from a sibling
@@ -94,6 +96,7 @@ def detect_node_formats(target: Target, tree: SumTree) -> list:
     format at the top of its interval. The root has no sibling: it gets None (the caller decides).
 
     Returns:
+        (``evaluate`` as in :func:`detect_accumulator`.)
         list with one format name (or None for the root, or ">fp64" when even t = 53 survived,
         or ">NAME" when the input format cannot probe further) per internal node, post-order.
 
@@ -132,7 +135,7 @@ def detect_node_formats(target: Target, tree: SumTree) -> list:
     result: list = [None] * len(nodes)
     if not rows:
         return result
-    out = np.asarray(target.evaluate(np.asarray(rows)), dtype=np.float64)
+    out = np.asarray((evaluate or target.evaluate)(np.asarray(rows)), dtype=np.float64)
     survived: dict[int, int] = {}
     for (idx, t), y in zip(owners, out):
         survived[idx] = survived.get(idx, 0) + (1 if y == np.ldexp(1.0, -t) else 0)
