@@ -641,15 +641,9 @@ def check_binary_nodes(prober: Prober, tree: SumTree) -> int:
     if not pairs:
         return 0
     pairs_a = np.asarray(pairs, dtype=np.int64)
-    got = prober.fetch(pairs_a)
-    bad = np.flatnonzero(got != np.asarray(want))
-    if len(bad):
-        a, b = pairs[bad[0]]
-        raise RevealError(
-            "inconsistent",
-            f"probe ({a}, {b}) gives l = {got[bad[0]]} but the tree found with packed probes says "
-            f"{want[bad[0]]}: the op has fused multi-term nodes or is not one fixed tree",
-        )
+    _mismatch("inconsistent", pairs_a, np.asarray(want), prober.fetch(pairs_a),
+              "probe ({a}, {b}) gives l = {new} but the tree found with packed probes says {old}: "
+              "the op has fused multi-term nodes or is not one fixed tree")
     return len(pairs)
 
 
@@ -673,16 +667,9 @@ def check_random_pairs(prober: Prober, tree: SumTree, count: int, rng) -> int:
     j = rng.integers(0, n - 1, size=count)
     j = np.where(j >= i, j + 1, j)
     pairs = np.stack([i, j], axis=1)
-    got = prober.lca_sizes(pairs)
-    want = lca_sizes_of_tree(tree, pairs)
-    bad = np.flatnonzero(got != want)
-    if len(bad):
-        a, b = pairs[bad[0]]
-        raise RevealError(
-            "inconsistent",
-            f"probe ({a}, {b}) gives l = {got[bad[0]]} but the revealed tree says {want[bad[0]]}: "
-            f"the op is not one fixed tree (data-dependent or nondeterministic order?)",
-        )
+    _mismatch("inconsistent", pairs, lca_sizes_of_tree(tree, pairs), prober.lca_sizes(pairs),
+              "probe ({a}, {b}) gives l = {new} but the revealed tree says {old}: the op is not "
+              "one fixed tree (data-dependent or nondeterministic order?)")
     return len(pairs)
 
 

@@ -373,27 +373,9 @@ class _Analyzer:
         }
 
     def _block_groups(self, blocks: list, level: int) -> list[dict]:
-        st = self.st
-        groups: dict[str, dict] = {}
-        for i, blk in enumerate(blocks):
-            d = self.describe(blk, level + 1, allow_split=True)
-            shape = phrase(d, top=False)
-            g = groups.get(shape)
-            size = st.cnt(blk)
-            if g is None:
-                groups[shape] = {
-                    "shape": shape,
-                    "count": 1,
-                    "size_min": size,
-                    "size_max": size,
-                    "first_block": i,
-                    "description": d,
-                }
-            else:
-                g["count"] += 1
-                g["size_min"] = min(g["size_min"], size)
-                g["size_max"] = max(g["size_max"], size)
-        return sorted(groups.values(), key=lambda g: (-g["count"], g["first_block"]))
+        return _group_by_shape(
+            (self.st.cnt(blk), self.describe(blk, level + 1, allow_split=True)) for blk in blocks
+        )
 
     # -- k-lane strided accumulation -------------------------------------------------------------
     def _strided(self, node, level: int) -> Optional[dict]:
@@ -494,25 +476,7 @@ class _Analyzer:
             stack.append(x[0])
         blocks.sort(key=lambda t: t[0])
         rule, align = _split_rule(splits)
-        groups: dict[str, dict] = {}
-        for i, (_, blk, d) in enumerate(blocks):
-            shape = phrase(d, top=False)
-            size = st.cnt(blk)
-            g = groups.get(shape)
-            if g is None:
-                groups[shape] = {
-                    "shape": shape,
-                    "count": 1,
-                    "size_min": size,
-                    "size_max": size,
-                    "first_block": i,
-                    "description": d,
-                }
-            else:
-                g["count"] += 1
-                g["size_min"] = min(g["size_min"], size)
-                g["size_max"] = max(g["size_max"], size)
-        glist = sorted(groups.values(), key=lambda g: (-g["count"], g["first_block"]))
+        glist = _group_by_shape((st.cnt(blk), d) for _, blk, d in blocks)
         sizes = [st.cnt(b) for _, b, _ in blocks]
         return {
             "family": "recursive_split",
@@ -528,6 +492,22 @@ class _Analyzer:
             "block": glist[0]["description"] if len(glist) == 1 else None,
             "block_groups": glist,
         }
+
+
+def _group_by_shape(entries) -> list[dict]:
+    """Group (size, description) of consecutive blocks by their phrase; most common first."""
+    groups: dict[str, dict] = {}
+    for i, (size, d) in enumerate(entries):
+        shape = phrase(d, top=False)
+        g = groups.get(shape)
+        if g is None:
+            groups[shape] = {"shape": shape, "count": 1, "size_min": size, "size_max": size,
+                             "first_block": i, "description": d}
+        else:
+            g["count"] += 1
+            g["size_min"] = min(g["size_min"], size)
+            g["size_max"] = max(g["size_max"], size)
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["first_block"]))
 
 
 def _split_rule(splits: list[tuple[int, int]]) -> tuple[str, Optional[int]]:
