@@ -465,3 +465,79 @@ def test_matrix_vector_paths_reveal_and_replay(capsys, target, shape):
     rec = json.loads(out)
     assert rec["validation"]["replay"]["bit_exact"]
     assert "products" in rec["validation"]["replay"]
+
+
+def test_callable_returning_python_float(capsys, tmp_path):
+    mod = tmp_path / "pyloop.py"
+    mod.write_text("def loop(x):\n    s = 0.0\n    for v in x:\n        s += float(v)\n    return s\n")
+    code, out, err = cli(capsys, "reveal", f"{mod}:loop", "--n", "24", "--format", "json")
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["target"]["out_dtype"] == "fp64"  # a Python float is fp64, not the input format
+    assert rec["accumulator"]["format"] == "fp64" and rec["validation"]["replay"]["bit_exact"]
+
+
+def test_module_callable_verifies_from_another_folder(capsys, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "kmod_fpscope_test.py").write_text(
+        "import numpy as np\ndef fold(x):\n    s = np.float32(0)\n    for v in x:\n"
+        "        s = np.float32(s + v)\n    return s\n")
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(work))])
+    code, _, err = cli(capsys, "reveal", "kmod_fpscope_test:fold", "--n", "12", "--record", "r.json")
+    assert code == 0, err
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("kmod_fpscope_test", None)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(work)])
+    code, out, err = cli(capsys, "verify", "work/r.json")
+    assert code == 0, err
+    assert "bit-exact" in out
+
+
+def test_too_large_n_for_a_narrow_accumulator_is_bad_input(capsys):
+    code, _, err = cli(capsys, "reveal", "numpy.sum", "--n", "257", "--dtype", "bf16")
+    assert code == 2
+    assert_one_line_error(err, "too large")
+    assert "up to about 256" in err
+
+
+def test_missing_dot_is_reported_before_probing(capsys, monkeypatch, tmp_path):
+    import shutil
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "dot" else real(name, *a, **k))
+    calls = []
+    import fpscope.reveal as rv
+
+    monkeypatch.setattr(rv, "reveal", lambda *a, **k: calls.append(1))
+    code, _, err = cli(capsys, "reveal", "numpy.sum", "--n", "16", "--format", "svg", "-o", str(tmp_path / "t.svg"))
+    assert code == 2 and not calls
+    assert_one_line_error(err, "dot")
+
+
+def test_failed_replay_keeps_the_evidence(capsys, tmp_path):
+    mod = tmp_path / "kahan_fpscope.py"
+    mod.write_text(
+        "import numpy as np\ndef kahan(x):\n    s = np.float32(0); c = np.float32(0)\n"
+        "    for v in x:\n        y = np.float32(v - c); t = np.float32(s + y)\n"
+        "        c = np.float32(np.float32(t - s) - y); s = t\n    return s\n")
+    rec = tmp_path / "k.json"
+    code, out, err = cli(capsys, "reveal", f"{mod}:kahan", "--n", "16", "--record", str(rec))
+    assert code == 1 and "check failed (replay)" in err
+    assert "MISMATCH" in out
+    data = json.loads(rec.read_text())
+    assert data["validation"]["replay"]["bit_exact"] is False
+    assert data["tree"]
+
+
+def test_record_tree_is_compact_and_file_is_readable(capsys, tmp_path):
+    import stat
+
+    rec = tmp_path / "r.json"
+    code, _, err = cli(capsys, "reveal", "numpy.sum", "--n", "2048", "--samples", "5", "--record", str(rec))
+    assert code == 0, err
+    text = rec.read_text()
+    assert len(text.splitlines()) < 400  # the tree is one line, not one line per leaf
+    assert json.loads(text)["tree"]
+    assert rec.stat().st_mode & stat.S_IRGRP  # not mkstemp's 0600

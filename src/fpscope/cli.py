@@ -32,6 +32,12 @@ EPILOG_VERIFY = """examples:
 """
 
 
+_MATRIX_TARGETS = {
+    "numpy.matmul", "numpy.vecmat", "numpy.matvec", "numpy.einsum", "torch.mm", "torch.mv",
+    "torch.matmul", "jax.numpy.matmul",
+}
+
+
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
@@ -40,7 +46,7 @@ def _parse_shape(text: str | None):
     if text is None:
         return None
     try:
-        dims = tuple(int(p) for p in text.lower().replace(",", "x").split("x") if p)
+        dims = tuple(int(p) for p in text.lower().replace(",", "x").split("x"))
     except ValueError:
         raise UsageError(f"--shape {text!r}: expected integers separated by 'x', e.g. 64x512x64") from None
     if not dims or any(d < 1 for d in dims):
@@ -54,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fpscope",
         description="Reveal and reproduce the floating-point accumulation order of black-box kernels.",
+        epilog="examples:\n  fpscope reveal\n  fpscope reveal numpy.dot --n 500 --record dot.json\n"
+        "  fpscope verify dot.json\n  fpscope targets\n\n'fpscope VERB --help' shows each verb's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"fpscope {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
@@ -126,28 +135,39 @@ def _make_target(args):
     if n is not None and n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
     if n is None and shape is None:
-        n = 256 if any(k in args.target for k in ("matmul", "mm", "einsum")) else 1024
+        n = 256 if args.target.split("[")[0] in _MATRIX_TARGETS else 1024
     return make_target(args.target, n=n, shape=shape, dtype=args.dtype, layout=args.layout,
                        offset=args.offset, threads=args.threads, axis=args.axis, index=args.index)
 
 
 def _progress(quiet: bool, n: int):
-    """A rich progress bar on stderr for long reveals; returns (callback, finish)."""
-    if quiet or n < 4096 or not sys.stderr.isatty():
+    """A rich progress bar on stderr once a reveal has run for a second; (callback, finish)."""
+    if quiet or not sys.stderr.isatty():
         return None, lambda: None
+    import time
+
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    est = max(n, int(n * math.log2(n) / 2))
-    prog = Progress(TextColumn("revealing"), BarColumn(), TextColumn("{task.completed} probes"),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-    task = prog.add_task("reveal", total=est)
-    prog.start()
+    est = max(n, int(n * math.log2(max(n, 2)) / 2))
+    state = {"prog": None, "task": None, "t0": time.perf_counter()}
 
     def cb(done, _n):
-        prog.update(task, completed=min(done, est))
+        if state["prog"] is None:
+            if time.perf_counter() - state["t0"] < 1.0:
+                return
+            state["prog"] = Progress(TextColumn("revealing"), BarColumn(),
+                                     TextColumn("{task.completed} probes"), TimeElapsedColumn(),
+                                     console=Console(stderr=True), transient=True)
+            state["task"] = state["prog"].add_task("reveal", total=est)
+            state["prog"].start()
+        state["prog"].update(state["task"], completed=min(done, est))
 
-    return cb, prog.stop
+    def finish():
+        if state["prog"] is not None:
+            state["prog"].stop()
+
+    return cb, finish
 
 
 _SWEEPABLE = ("offset", "rows", "n", "threads", "layout", "index", "dtype")
@@ -164,6 +184,8 @@ def _parse_sweep(text: str):
         try:
             if ":" in vals:
                 parts = [int(p) for p in vals.split(":")]
+                if len(parts) == 3 and parts[2] == 0:
+                    raise UsageError(f"--sweep {text!r}: the step must not be 0")
                 values = list(range(*parts))
             else:
                 values = [int(v) for v in vals.split(",") if v.strip()]
@@ -221,7 +243,7 @@ def cmd_sweep(args) -> int:
         with open(args.output, "w", encoding="utf-8") as fh:
             _sweep_text(Console(file=fh, width=120), res, name, args.target)
     else:
-        _sweep_text(Console(), res, name, args.target)
+        _sweep_text(_console(), res, name, args.target)
     return 0
 
 
@@ -253,7 +275,7 @@ def cmd_reveal(args) -> int:
         return cmd_sweep(args)
     from .environment import capture_environment
     from .record import dumps, new_record, write_record
-    from .reveal import reveal
+    from .reveal import RevealError, reveal
     from .summary import summarize
 
     from pathlib import Path
@@ -263,12 +285,21 @@ def cmd_reveal(args) -> int:
             raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
     if args.format in ("svg", "png") and not args.output:
         raise UsageError(f"--format {args.format} needs -o FILE")
+    if args.format in ("svg", "png"):
+        from .render import _check_dot
+
+        _check_dot()  # before the probes, not after them
     target = _make_target(args)
     try:
         cb, finish = _progress(args.quiet, target.n)
+        failure = None
         try:
             res = reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
                          replay_samples=args.samples)
+        except RevealError as exc:
+            if exc.result is None:
+                raise
+            res, failure = exc.result, exc  # report the tree and the failed replay, then exit 1
         finally:
             finish()
         record = new_record(
@@ -301,12 +332,15 @@ def cmd_reveal(args) -> int:
 
         if args.output:
             render(res.tree, args.output, fmt, overwrite=args.force)
+            print(f"{fmt} picture of the tree written to {args.output}", file=sys.stderr)
         elif fmt == "dot":
             sys.stdout.write(to_dot(res.tree))
         else:
             raise UsageError(f"--format {fmt} needs -o FILE")
     else:
         _print_text(record, res.tree, args)
+    if failure is not None:
+        raise failure
     return 0
 
 
@@ -322,6 +356,13 @@ def _emit(text: str, args) -> None:
         sys.stdout.write(text)
 
 
+def _console():
+    """stdout console; 120 columns when piped (rich would cut at 80)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
 def _print_text(record: dict, tree, args) -> None:
     from rich.console import Console
 
@@ -329,7 +370,49 @@ def _print_text(record: dict, tree, args) -> None:
         with open(args.output, "w", encoding="utf-8") as fh:
             _write_text(Console(file=fh, width=120), record, tree, args)
     else:
-        _write_text(Console(), record, tree, args)
+        _write_text(_console(), record, tree, args)
+
+
+_CONDITIONS = ("shape", "axis", "index", "layout", "offset", "threads", "out_dtype")
+_CHECK_WORDS = {
+    "units": "unit count", "absorption": "mask absorbs", "sizes": "group sizes",
+    "binary_nodes": "one probe per node", "packed_probes": "packed probes",
+    "repeated_probes": "repeats", "batched_vs_single": "batched = single",
+    "random_pairs": "random pairs", "shared_k_order_outputs": "outputs share the K-order",
+}
+
+
+def _conditions(t: dict) -> str:
+    parts = [f"n={t.get('n')}", f"dtype={t.get('dtype')}"]
+    for key in _CONDITIONS:
+        v = t.get(key)
+        if v is None or (key == "layout" and v == "C") or (key == "offset" and v == 0) \
+                or (key == "out_dtype" and v == t.get("dtype")) or (key == "shape" and v == [t.get("n")]):
+            continue
+        parts.append(f"{key}={'x'.join(map(str, v)) if isinstance(v, list) else v}")
+    return "  ".join(parts)
+
+
+def _checks_text(checks: dict) -> str:
+    """Only the checks that ran, with their counts where they have one."""
+    out = []
+    for key, v in checks.items():
+        if v in (0, None) or str(v).startswith(("no:", "fell back")):
+            continue
+        word = _CHECK_WORDS.get(key, key)
+        out.append(f"{word} ({v})" if isinstance(v, int) else word)
+    return ", ".join(out) or "none needed"
+
+
+def _node_formats_text(runs: list) -> str:
+    totals: dict[str, int] = {}
+    for name, count in runs:
+        totals[name] = totals.get(name, 0) + count
+    text = ", ".join(f"{name} in {count} node{'s' if count != 1 else ''}" for name, count in totals.items())
+    if len(runs) <= 4:
+        order = ", then ".join(f"{count} {name}" for name, count in runs)
+        text += f" (in post-order: {order})"
+    return text
 
 
 def _write_text(console, record: dict, tree, args) -> None:
@@ -338,28 +421,25 @@ def _write_text(console, record: dict, tree, args) -> None:
     t = record["target"]
     pr = record["probe"]
     acc = record["accumulator"]
-    console.print(f"[bold]{escape(t['name'])}[/bold]  n={tree.n}  dtype={t.get('dtype')}", highlight=False)
+    console.print(f"[bold]{escape(t['name'])}[/bold]  {escape(_conditions(t))}", highlight=False)
     console.print(f"[bold green]{escape(record['summary'])}[/bold green]", highlight=False)
     console.print(to_rich(tree))
     if acc.get("node_formats"):
-        parts = ", ".join(f"{name} x{count}" for name, count in acc["node_formats"])
-        console.print(f"accumulator: mixed per node, in post-order: {parts}", highlight=False)
+        console.print(f"accumulator: mixed: {_node_formats_text(acc['node_formats'])}", highlight=False)
     elif acc.get("observable"):
         more = " or more" if acc.get("at_least") else ""
         name = f" ({acc['format']})" if acc.get("format") else ""
         console.print(f"accumulator: {acc['precision_bits']} significand bits{more}{name}", highlight=False)
     else:
-        console.print(f"accumulator: not observable ({acc.get('note', '')})", highlight=False)
+        console.print(f"accumulator: not observable: {acc.get('note', '')}", highlight=False)
     m = pr["mask"]
     console.print(
         f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
-        f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}; checks passed: "
-        f"{', '.join(k for k, v in pr['checks'].items() if not str(v).startswith('no:'))}",
-        highlight=False,
-    )
+        f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}", highlight=False)
+    console.print(f"checks passed: {_checks_text(pr['checks'])}", highlight=False)
     shared = str(pr["checks"].get("shared_k_order_outputs", ""))
     if shared.startswith("no:"):
-        console.print(f"[yellow]note:[/yellow] {shared[3:].strip()}", highlight=False)
+        console.print(f"[yellow]note:[/yellow] {escape(shared[3:].strip())}", highlight=False)
     rep = record["validation"].get("replay")
     if rep:
         state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
@@ -368,8 +448,11 @@ def _write_text(console, record: dict, tree, args) -> None:
         prod = rep.get("products")
         if prod:
             what = {"rounded": "each product rounded, then added", "fma": "an FMA chain"}
-            console.print(f"products of random A and B: {what.get(prod['model'], 'neither rounded products nor an FMA chain reproduces them (not modelled yet)')}",
-                          highlight=False)
+            console.print("products of random A and B: " + what.get(
+                prod["model"], "neither rounded products nor an FMA chain reproduces them (not modelled yet)"),
+                highlight=False)
+    else:
+        console.print("replay: skipped (--samples 0)", highlight=False)
     if args.record:
         console.print(f"record written to {args.record}", highlight=False)
 
@@ -389,6 +472,9 @@ def cmd_verify(args) -> int:
     name = spec.pop("name", None)
     if not name:
         raise UsageError(f"{args.record}: the target has no name")
+    root = spec.get("import_root")
+    if isinstance(root, str) and root not in sys.path:
+        sys.path.insert(0, root)  # where the record's user module was imported from
     keys = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index")
     kw = {k: spec[k] for k in keys if k in spec and spec[k] is not None}
     if "shape" in kw:
@@ -438,8 +524,9 @@ def cmd_targets(args) -> int:
     from .targets import list_targets
 
     for name in list_targets():
-        print(name)
-    print("package.module:function  (any callable taking a 1-D array, returning a scalar)")
+        print(name + ("[SUBSCRIPTS]   e.g. numpy.einsum[ij,jk->ik]; default i,i->" if name == "numpy.einsum" else ""))
+    print("package.module:function        any callable: 1-D array -> scalar (imported from the current folder)")
+    print("path/to/file.py:function       the same, from a file")
     return 0
 
 
@@ -456,12 +543,20 @@ def main(argv=None) -> int:
     from .tree import TreeError
 
     handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets}
+    from .render import RenderError
+
     try:
         return handlers[args.verb](args)
     except RevealError as exc:
+        if exc.kind == "units":  # n too large for the op's accumulator: bad input
+            print(f"fpscope: {exc}", file=sys.stderr)
+            return 2
         print(f"fpscope: check failed ({exc.kind}): {exc}", file=sys.stderr)
         return 1
-    except (UsageError, TargetError, MaskError, RecordError, TreeError) as exc:
+    except BrokenPipeError:  # e.g. piped into head: not an error of the op
+        sys.stderr.close()
+        return 0
+    except (UsageError, TargetError, MaskError, RecordError, TreeError, RenderError) as exc:
         print(f"fpscope: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:  # e.g. unknown format names from formats.get_format

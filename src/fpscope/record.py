@@ -37,9 +37,18 @@ def new_record(kind: str, **parts) -> dict:
     return rec
 
 
+_TREE_SLOT = "\u0000fpscope-tree\u0000"
+
+
 def dumps(record: dict) -> str:
-    """Serialise with a stable key order; trees stay on one line per record for diffability."""
-    return json.dumps(record, indent=2, allow_nan=False, default=_default) + "\n"
+    """Indented JSON, except the tree, which is written compactly on one line (a tree of 16384
+    leaves would otherwise take 49,000 lines)."""
+    if "tree" not in record:
+        return json.dumps(record, indent=2, allow_nan=False, default=_default) + "\n"
+    body = dict(record, tree=_TREE_SLOT)
+    text = json.dumps(body, indent=2, allow_nan=False, default=_default)
+    tree = json.dumps(record["tree"], separators=(",", ":"), allow_nan=False, default=_default)
+    return text.replace(json.dumps(_TREE_SLOT), tree, 1) + "\n"
 
 
 def _default(obj):
@@ -68,6 +77,9 @@ def write_record(record: dict, path, overwrite: bool = False) -> Path:
         raise RecordError(f"folder {folder} does not exist")
     text = dumps(record)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a record is an ordinary file
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -38,6 +38,7 @@ class RevealError(RuntimeError):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
+        self.result = None  # for kind "replay": the RevealResult whose replay failed
 
 
 @dataclass
@@ -596,10 +597,13 @@ def check_units(prober: Prober) -> None:
     x = np.full((1, prober.n), m.u, dtype=prober._dtype)
     got = float(t.evaluate(x)[0])
     if got != prober.n * m.u:
+        hint = ""
+        if np.isfinite(got) and 0 < got < prober.n * m.u and float(got / m.u).is_integer():
+            hint = f" (it counts exactly up to about {int(got / m.u)})"
         raise RevealError(
             "units",
-            f"{prober.n} units of {m.u!r} sum to {got!r}, not {prober.n * m.u!r}: the op cannot "
-            f"count units exactly at this n (narrow accumulator?); try a smaller n",
+            f"n = {prober.n} is too large for this op: {prober.n} units of {m.u!r} sum to {got!r}, "
+            f"not {prober.n * m.u!r}, so its accumulator cannot count them{hint}; use a smaller n",
         )
 
 
@@ -925,13 +929,15 @@ def reveal(
             rep["note"] = ("the tree has fused multi-term nodes; their node arithmetic is not "
                            "modelled by the replay (exact sum, one rounding)")
         elif not rep["bit_exact"]:
-            raise RevealError(
+            err = RevealError(
                 "replay",
                 f"the revealed tree, replayed with a {acc_fmt.name} accumulator, matches the op on "
                 f"only {rep['matched']} of {rep['samples']} random inputs: the op is not a fixed "
                 f"tree of rounded additions (compensated or exact summation, data-dependent "
                 f"order, or an unmodelled product rounding)",
             )
+            err.result = result  # the tree and the failed replay, kept as evidence
+            raise err
     return result
 
 

@@ -2,9 +2,11 @@
 
 The function takes one 1-D numpy array of n elements in the storage dtype of the input format
 (``numpy.float32``, ``ml_dtypes.bfloat16``, ...) and returns its reduction as a scalar, a 0-d
-array or a 1-element array (numpy, ml_dtypes, torch or jax). The output format is taken to be the
-input format. The array is placed as asked (layout, offset) and reused for every call: the
-function must not keep it. ``threads`` limits BLAS threads (threadpoolctl) until ``close()``.
+array or a 1-element array (numpy, ml_dtypes, torch or jax). The output format is the format of
+what it returns (a Python float is fp64, a numpy.float32 is fp32, ...), found by one call on
+zeros. The array is placed as asked (layout, offset) and reused for every call: the function
+must not keep it. Modules are imported with the current folder on ``sys.path`` (as ``python -m``
+does); a file spec is recorded with its absolute path, so records verify from any folder. ``threads`` limits BLAS threads (threadpoolctl) until ``close()``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,37 @@ def _import_file(path_text: str):
     return module
 
 
+def _is_file(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or os.sep in where
+
+
+def absolute_spec(spec: str) -> str:
+    """``spec`` with a file path made absolute (module specs are returned unchanged)."""
+    where, _, attr = spec.rpartition(":")
+    if where and _is_file(where):
+        return f"{Path(where).expanduser().resolve()}:{attr}"
+    return spec
+
+
+def result_format(name: str, y):
+    """The Format of a function's result: its dtype, or fp64 for a Python float or int.
+
+    Raises:
+        TargetError: the result's dtype is not one of fp64, fp32, fp16, bf16.
+    """
+    from ..formats import format_of_dtype
+
+    if isinstance(y, (float, int)) and not isinstance(y, bool):
+        return format_of_dtype("float64")
+    dtype = getattr(y, "dtype", None)
+    if dtype is None:
+        return format_of_dtype("float64")
+    try:
+        return format_of_dtype(dtype)
+    except ValueError:
+        raise TargetError(f"{name} returned {dtype}, which fpscope cannot read exactly") from None
+
+
 def load_function(spec: str):
     """The callable named by ``"package.module:function"`` or ``"path/to/file.py:function"``.
 
@@ -65,9 +98,11 @@ def load_function(spec: str):
         raise TargetError(
             f"bad callable {spec!r}: use package.module:function or path/to/file.py:function"
         )
-    if where.endswith(".py") or "/" in where or os.sep in where:
+    if _is_file(where):
         module = _import_file(where)
     else:
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(where)
         except (Exception, SystemExit) as exc:
@@ -123,15 +158,27 @@ class CallableTarget(LibraryTarget):
 
     def __init__(self, spec: str, n: int, cond: Conditions):
         fn = load_function(spec)
+        spec = absolute_spec(spec)
         super().__init__(spec, n, cond, (n,))
         self._fn = fn
         self._buf = placed_zeros((n,), self.storage_dtype, cond.layout, cond.offset)
         limit = BlasThreadLimit(spec, cond.threads)
         self._closers.append(limit.restore)
+        first = self._guarded(self._fn, self._buf)
+        scalar_of(spec, first)  # one real number, or a one-line TargetError now
+        self.out_format = result_format(spec, first)
 
     def _call_one(self, x: np.ndarray) -> float:
         self._buf[...] = x
         return scalar_of(self.name, self._fn(self._buf))
+
+    def spec(self) -> dict:
+        """As LibraryTarget.spec, plus ``import_root``: the folder a module spec was imported
+        from (``fpscope verify`` puts it on sys.path again)."""
+        out = super().spec()
+        if not _is_file(self.name.rpartition(":")[0]):
+            out["import_root"] = os.getcwd()
+        return out
 
 
 def build(name: str, *, n, shape, cond: Conditions, axis, index) -> CallableTarget:
