@@ -14,8 +14,16 @@ from hypothesis import strategies as hst
 from rich.console import Console
 
 import fpscope.render as render_mod
-from families import blocked_tree, fused_chain_tree, numpy_pairwise_sum_tree, random_tree
+from families import (
+    blocked_tree,
+    fused_chain_tree,
+    numpy_pairwise_sum_tree,
+    random_tree,
+    register_lanes_tree,
+    seq_fold,
+)
 from fpscope.render import RenderError, render, render_bytes, to_dot, to_rich
+from fpscope.summary import describe, phrase
 from fpscope.tree import SumTree
 
 HAVE_DOT = shutil.which("dot") is not None
@@ -38,7 +46,7 @@ def test_rich_small_tree_shows_every_leaf():
     text = rich_text(SumTree.pairwise(16))
     for i in range(16):
         assert re.search(rf"\bx{i}\b", text), i
-    assert text.splitlines()[0].startswith("SumTree n=16, depth 4: pairwise")
+    assert text.splitlines()[0] == "sum of x0..x15 (16 terms), depth 4"
 
 
 def test_rich_chain_is_flattened_and_elided():
@@ -78,7 +86,83 @@ def test_rich_big_trees_stay_short(tree):
 
 def test_rich_collapsed_subtrees_name_their_shape():
     text = rich_text(numpy_pairwise_sum_tree(65536))
-    assert "▸ x0..x2047 (2048 terms): recursive split into 16 blocks, each 8 lanes" in text
+    assert "▸ x0..x4095 (4096 terms): recursive split into 32 blocks, each 8 lanes" in text
+    # level by level: all 16 sub-trees of one level are collapsed, none half-expanded
+    collapsed = [line for line in text.splitlines() if "▸" in line]
+    assert len(collapsed) == 16 and all("(4096 terms)" in line for line in collapsed)
+
+
+# -- the root line, levels, chains, leaf sets ------------------------------------------------------
+def test_rich_root_line_is_short_and_not_the_summary():
+    t = numpy_pairwise_sum_tree(1024)
+    lines = rich_text(t).splitlines()
+    assert lines[0] == "sum of x0..x1023 (1024 terms), depth 21"
+    assert phrase(describe(t), brief=True) not in lines[0] and "recursive split" not in lines[0]
+    assert lines[1] == "├── + x0..x511 (512 terms)"  # the root's children follow directly
+    assert rich_text(SumTree.reverse_sequential(50)).splitlines()[0] == (
+        "running sum of 49 nodes over x0..x49 (50 terms), depth 49")
+    assert rich_text(fused_chain_tree(16, 4)).splitlines()[0] == (
+        "running sum of 4 nodes over x0..x15 (16 products) + C, depth 4")
+    assert rich_text(SumTree(list(range(3000)))).splitlines()[0] == "sum of x0..x2999 (3000 terms), depth 1"
+    assert rich_text(SumTree(0)).splitlines() == ["the single term x0 (no additions)"]
+
+
+def test_rich_identical_lanes_are_drawn_identically():
+    # numpy.sum, n = 100 (fp16 or fp32): eight 12-term lanes, each a running sum, at one level
+    text = rich_text(numpy_pairwise_sum_tree(100))
+    for r in range(8):
+        assert (f"▸ running sum of 11 nodes over x{r}, x{r + 8}, ..., x{r + 88} (12 terms): "
+                "sequential") in text, r
+    assert "scattered" not in text and "x90\n" not in text
+    assert sum("running sum of 11 nodes" in line for line in text.splitlines()) == 8
+
+
+def test_rich_siblings_are_expanded_to_the_same_depth():
+    text = rich_text(numpy_pairwise_sum_tree(1024))
+    collapsed = [line for line in text.splitlines() if "▸" in line]
+    assert len(collapsed) == 16
+    assert all("(64 terms): 4 lanes of stride 8, combined pairwise" in line for line in collapsed)
+    assert "▸ x[r + 8k] for r = 0..3, k = 0..15 (64 terms): 4 lanes of stride 8, combined pairwise" in text
+    for n in list(range(2, 1200, 37)) + [4096, 5000]:
+        lines = rich_text(numpy_pairwise_sum_tree(n)).splitlines()
+        depths = {line.index("── ") for line in lines if "▸" in line}
+        assert len(depths) <= 1, (n, depths)
+
+
+def test_rich_chain_is_drawn_the_same_at_any_depth():
+    # the same 12-term running sum at depth 1 and at depth 3: both as "running sum" (expanded or
+    # collapsed whole), never split into a collapsed 11-term part plus one leaf
+    deep = ((seq_fold(list(range(0, 12))), seq_fold(list(range(12, 24)))), seq_fold(list(range(24, 36))))
+    t = SumTree((deep, seq_fold(list(range(36, 48)))))
+    for max_lines in (8, 12, 20, 60):
+        text = rich_text(t, max_lines=max_lines)
+        assert "scattered" not in text
+        for line in text.splitlines():
+            if "(12 terms)" in line:
+                assert "running sum of 11 nodes over" in line, (max_lines, line)
+        assert len(text.splitlines()) <= max_lines
+
+
+def test_rich_names_scattered_leaf_sets_by_their_real_indices():
+    text = rich_text(register_lanes_tree(8192))
+    assert "├── + x0, x4, ..., x8188 and x1, x5, ..., x8189 (4096 terms)" in text
+    assert "+ x0, x8, ..., x8184 (1024 terms)" in text
+    assert ("▸ x48, x112, ..., x8176 and x56, x120, ..., x8184 (256 terms): lanes 48 and 56 of "
+            "stride 64, added") in text
+    assert "▸ x[r + 64k] for r in {0, 8, 16, 24, 32, 40}, k = 0..127 (768 terms): 6 lanes of stride 64" in text
+    assert "scattered" not in text and "other" not in text
+    assert "stride 2," not in text and "stride 6," not in text  # no local ranks
+    # a set that is no union of a few progressions keeps its range
+    t = random_tree(300, np.random.default_rng(7))
+    assert re.search(r"\d+ terms from x\d+\.\.x\d+", rich_text(t))
+
+
+def test_rich_elided_steps_name_scattered_terms():
+    lane = seq_fold(list(range(0, 400, 2)))  # a 200-term lane x0, x2, ..., x398 inside a sum
+    t = SumTree((lane, seq_fold(list(range(1, 400, 2)))))
+    text = rich_text(t, max_lines=60)
+    assert "… 190 more steps adding 190 terms (x12, x14, ..., x390)" in text
+    assert "… 190 more steps adding 190 terms (x13, x15, ..., x391)" in text
 
 
 # -- DOT ----------------------------------------------------------------------------------------
@@ -121,9 +205,18 @@ def test_dot_large_tree_is_collapsed():
     assert 4 <= len(boxes) <= 48
     assert len(src.splitlines()) < 200
     flat = " ".join(src.replace("\\n", " ").split())
-    assert "x0..x2047 (2048 terms) recursive split into 16 blocks, each 8 lanes, stride 8" in flat
+    assert "x0..x4095 (4096 terms) recursive split into 32 blocks, each 8 lanes, stride 8" in flat
+    # a whole level is boxed: every box holds one of the 16 sub-trees of 4096 terms
+    assert len(boxes) == 16 and src.count("(4096 terms)") == 16
     src = to_dot(SumTree.reverse_sequential(5000))
     assert len(src.splitlines()) < 200 and "sequential" in src
+
+
+def test_dot_boxes_name_real_indices():
+    src = to_dot(register_lanes_tree(8192))
+    flat = " ".join(src.replace("\\n", " ").split())
+    assert "x48, x112, ..., x8176 and x56, x120, ..., x8184 (256 terms) lanes 48 and 56 of stride 64, added" in flat
+    assert "scattered" not in flat
 
 
 # -- files --------------------------------------------------------------------------------------

@@ -14,10 +14,13 @@ from families import (
     blocked_tree,
     fused_chain_tree,
     numpy_pairwise_sum_tree,
+    pairwise_split,
     random_tree,
+    register_lanes_tree,
+    seq_fold,
     strided_lanes_tree,
 )
-from fpscope.summary import describe, describe_subtree, phrase, summarize
+from fpscope.summary import describe, describe_subtree, index_set, phrase, set_phrase, summarize
 from fpscope.tree import SumTree
 
 NUMPY_COMBINE = "((0+1)+(2+3))+((4+5)+(6+7))"
@@ -162,6 +165,195 @@ def test_strided_lanes_families():
     assert "lanes combined sequentially" in s
 
 
+# -- strided lanes: how the lane sums are combined ------------------------------------------------
+def test_register_lanes_combine_is_described_not_a_placeholder():
+    # numpy.dot (OpenBLAS sdot, float32): 8 vector registers x 8 lanes = 64 lanes of stride 64
+    t = register_lanes_tree(8192)
+    d = describe(t)
+    assert d["family"] == "strided_lanes" and (d["lanes"], d["stride"]) == (64, 64)
+    assert d["combine"] == "two_stage"
+    stages = d["combine_stages"]
+    assert (stages["kind"], stages["groups"], stages["group_size"]) == ("interleaved", 8, 8)
+    assert stages["group"]["combine_text"] == "(((0+1)+(2+3))+(4+5))+(6+7)"
+    assert stages["outer"]["combine_text"] == "((0+4)+(1+5))+((2+6)+(3+7))"
+    s = summarize(t)
+    assert "other" not in s
+    assert s.endswith(
+        "lanes combined in two stages: first, for each e = 0..7, the 8 lanes e + 8p (p = 0..7) are "
+        "summed as (((0+1)+(2+3))+(4+5))+(6+7) over p; then the 8 sums are combined as "
+        "((0+4)+(1+5))+((2+6)+(3+7)) over e."
+    )
+    json.dumps(d)
+
+
+def _lanes_with_combine(n: int, k: int, combine) -> SumTree:
+    """k sequential lanes of stride k combined by the nested tuple ``combine`` over 0..k-1."""
+    lanes = [seq_fold(list(range(r, n, k))) for r in range(k)]
+    stack, done = [(combine, False)], {}
+    while stack:
+        cur, visited = stack.pop()
+        if visited:
+            done[id(cur)] = tuple(done[id(c)] if isinstance(c, tuple) else lanes[c] for c in cur)
+        else:
+            stack.append((cur, True))
+            stack.extend((c, False) for c in cur if isinstance(c, tuple))
+    return SumTree(done[id(combine)])
+
+
+def test_irregular_lane_combine_says_so():
+    combine = random_tree(32, np.random.default_rng(3)).root
+    t = _lanes_with_combine(128, 32, combine)
+    d = describe(t)
+    assert d["family"] == "strided_lanes" and d["lanes"] == 32
+    s = summarize(t)
+    assert "combined other" not in s and "other" not in d["combine"]
+    if d["combine"] == "irregular":
+        assert f"lanes combined in an irregular order (depth {d['combine_depth']})" in s
+    # a power-of-two split over 24 lanes is named in words, not as "power of two split"
+    pow2 = SumTree((pairwise_split(list(range(16))), pairwise_split(list(range(16, 24))))).root
+    t = _lanes_with_combine(96, 24, pow2)
+    assert describe(t)["combine"] == "power_of_two_split"
+    assert "lanes combined by recursive split at the largest power of two below n" in summarize(t)
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=hst.integers(17, 48), seed=hst.integers(0, 2**32 - 1))
+def test_lane_combine_never_prints_a_fallback_name(k, seed):
+    combine = random_tree(k, np.random.default_rng(seed)).root
+    s = summarize(_lanes_with_combine(3 * k, k, combine))
+    assert "other" not in s and "_" not in s.split("lanes combined", 1)[1]
+
+
+# -- blocked panels of uneven sizes ----------------------------------------------------------------
+def _panels(sizes, inner=seq_fold) -> SumTree:
+    blocks, start = [], 0
+    for b in sizes:
+        blocks.append(inner(list(range(start, start + b))))
+        start += b
+    return SumTree(seq_fold(blocks))
+
+
+def test_uneven_sequential_panels_are_blocked_not_a_recursive_split():
+    # numpy.matmul (OpenBLAS sgemm), K = 1024: K-panels of 448, 288, 288, each a sequential fold
+    t = _panels([448, 288, 288])
+    d = describe(t)
+    assert d["family"] == "blocked" and d["uneven"] is True
+    assert d["block_sizes"] == [448, 288, 288] and d["n_blocks"] == 3
+    assert d["block"]["family"] == "sequential"
+    assert summarize(t) == (
+        "1024 terms: 3 blocked panels of 448, 288 and 288 terms added left to right "
+        "((P0 + P1) + P2); each panel: sequential; depth 449."
+    )
+    assert phrase(d, brief=True) == "3 panels of 448, 288 and 288 terms added left to right, each sequential"
+
+
+def test_uneven_panels_variants():
+    d = describe(_panels([448] * 21 + [288, 288]))
+    assert d["family"] == "blocked" and d["n_blocks"] == 23
+    assert "23 blocked panels (21 of 448, then 2 of 288 terms) added left to right" in summarize(
+        _panels([448] * 21 + [288, 288]))
+    # a panel that is itself split in halves is not cut into more panels
+    d = describe(_panels([448, 288, 288], pairwise_split))
+    assert d["family"] == "blocked" and d["block_sizes"] == [448, 288, 288]
+    assert d["block"]["family"] == "pairwise"
+    d = describe(_panels([5, 9, 4, 7, 3, 8, 6]))
+    assert d["family"] == "blocked" and d["block_sizes"] == [5, 9, 4, 7, 3, 8, 6]
+
+
+def test_genuine_recursive_splits_stay_recursive_splits():
+    # both halves split again: not a left-to-right fold of panels
+    t = SumTree(((seq_fold(list(range(100))), seq_fold(list(range(100, 300)))),
+                 (seq_fold(list(range(300, 450))), seq_fold(list(range(450, 500))))))
+    d = describe(t)
+    assert d["family"] == "recursive_split" and d["n_blocks"] == 4 and d["split_rule"] == "irregular"
+    assert summarize(t).startswith("500 terms: recursive split into 4 blocks (uneven splits")
+    # two blocks only: a split, not panels
+    assert describe(_panels([300, 200], pairwise_split))["family"] == "recursive_split"
+    assert describe(numpy_pairwise_sum_tree(5000))["family"] == "recursive_split"
+
+
+# -- sub-trees are described with their real input indices ------------------------------------------
+def _find(tree: SumTree, leaves: set):
+    for nd in tree.nodes_postorder():
+        if set(tree.leaves(nd)) == leaves:
+            return nd
+    raise AssertionError(f"no node with leaves {sorted(leaves)[:6]}...")
+
+
+def test_subtree_lanes_use_real_indices():
+    t = numpy_pairwise_sum_tree(1024)
+    two = _find(t, {i for i in range(128) if i % 8 in (0, 1)})  # lanes 0 and 1 of the first block
+    d = describe_subtree(two)
+    assert d["family"] == "strided_lanes" and d["stride"] == 8 and d["lanes"] == 2
+    assert d["lane_starts"] == [0, 1]
+    assert phrase(d, brief=True) == "lanes 0 and 1 of stride 8, added"
+    assert phrase(d, top=False) == "lanes 0 and 1 of stride 8, added"
+    assert set_phrase(d["index_set"]) == "x0, x8, ..., x120 and x1, x9, ..., x121 (32 terms)"
+    four = _find(t, {i for i in range(128, 256) if i % 8 >= 4})  # lanes 4..7 of the second block
+    d = describe_subtree(four)
+    assert (d["stride"], d["lane_starts"]) == (8, [132, 133, 134, 135])
+    assert phrase(d, top=False) == "lanes 4, 5, 6 and 7 of stride 8, combined pairwise (4+5)+(6+7)"
+    lane = _find(t, set(range(3, 128, 8)))
+    assert describe_subtree(lane)["family"] == "sequential"
+
+
+def test_subtree_lanes_of_a_wide_reduction():
+    t = register_lanes_tree(8192)
+    d = describe_subtree(_find(t, {i for i in range(8192) if i % 64 in (0, 8, 16, 24)}))
+    assert (d["family"], d["lanes"], d["stride"]) == ("strided_lanes", 4, 64)
+    assert phrase(d, top=False) == "lanes 0, 8, 16 and 24 of stride 64, combined pairwise (0+8)+(16+24)"
+    d = describe_subtree(_find(t, {i for i in range(8192) if i % 64 in (0, 8, 16, 24, 32, 40)}))
+    assert (d["lanes"], d["stride"]) == (6, 64)
+    assert phrase(d, brief=True) == "6 lanes of stride 64, combined by power-of-two splits"
+    assert phrase(d, top=False) == "6 lanes of stride 64, combined as ((0+8)+(16+24))+(32+40)"
+    d = describe_subtree(_find(t, {i for i in range(8192) if i % 8 in (0, 1, 4, 5)}))
+    assert (d["lanes"], d["stride"]) == (32, 64)
+    assert set_phrase(d["index_set"]) == "x0, x4, ..., x8188 and x1, x5, ..., x8189 (4096 terms)"
+
+
+def test_subtree_tail_on_a_scattered_set():
+    # ((lane 0 + lane 1 of stride 8) + x130): a tail on a scattered set, described in real indices
+    node = ((seq_fold(list(range(0, 128, 8))), seq_fold(list(range(1, 128, 8)))), 130)
+    d = describe_subtree(node)
+    assert d["family"] == "strided_lanes" and d["tail"] == 1 and d["stride"] == 8
+    assert phrase(d, brief=True) == "lanes 0 and 1 of stride 8, added, then 1 one at a time"
+
+
+def test_index_set_phrases():
+    cases = [
+        (range(10), "x0..x9 (10 terms)"),
+        (range(3, 128, 8), "x3, x11, ..., x123 (16 terms)"),
+        ([i for i in range(480) if i % 8 in (0, 1)], "x0, x8, ..., x472 and x1, x9, ..., x473 (120 terms)"),
+        ([i for i in range(8192) if i % 8 in (0, 1, 2)], "x[r + 8k] for r = 0..2, k = 0..1023 (3072 terms)"),
+        ([i for i in range(8192) if i % 64 in (0, 8, 16, 24, 32, 40)],
+         "x[r + 64k] for r in {0, 8, 16, 24, 32, 40}, k = 0..127 (768 terms)"),
+        ([i for i in range(100) if i % 16 < 7], "x[r + 16k] for r = 0..6, up to x99 (46 terms)"),
+        ([3, 5, 7, 100], "x3, x5, x7, x100 (4 terms)"),
+        ([3, 5, 7, 100, 101, 150, 170, 171], "8 terms from x3..x171"),
+        ([5], "x5"),
+    ]
+    for values, text in cases:
+        assert set_phrase(index_set(values)) == text, values
+    info = index_set([i for i in range(8192) if i % 8 in (0, 1, 4, 5)])
+    assert (info["kind"], info["stride"], info["starts"], info["lengths"]) == (
+        "progressions", 4, [0, 1], [2048, 2048])
+    assert index_set([])["kind"] == "empty" and index_set([0, "C"])["kind"] == "contiguous"
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=hst.sets(hst.integers(0, 300), min_size=1, max_size=120))
+def test_index_set_is_exact(values):
+    info = index_set(values)
+    assert info["n"] == len(values) and info["lo"] == min(values) and info["hi"] == max(values)
+    if info["kind"] == "progressions":
+        s = info["stride"]
+        rebuilt = {a + s * j for a, c in zip(info["starts"], info["lengths"]) for j in range(c)}
+        assert rebuilt == set(values)
+        assert all(a < info["lo"] + s for a in info["starts"])
+    elif info["kind"] == "contiguous":
+        assert set(values) == set(range(min(values), max(values) + 1))
+
+
 # -- the accumulator C ------------------------------------------------------------------------------
 def test_c_added_last():
     t = SumTree(["C", SumTree.pairwise(8).to_json()])
@@ -301,4 +493,4 @@ def test_numpy_65536_is_fast():
     s = summarize(t)
     elapsed = time.perf_counter() - start
     assert "recursive split into 512 blocks" in s and "each block (128 terms): 8 lanes with stride 8" in s
-    assert elapsed < 2.0, f"summarize took {elapsed:.2f} s for n = 65536"
+    assert elapsed < 1.0, f"summarize took {elapsed:.2f} s for n = 65536"

@@ -1,16 +1,21 @@
 """Pictures of summation trees: a rich terminal tree, Graphviz DOT source, SVG and PNG files.
 
-* :func:`to_rich` -- a :class:`rich.tree.Tree` for the terminal. Long chains (running sums such as a
-  sequential fold, a fused K loop or a tail) are drawn as one list of steps with the middle elided;
-  once a line budget is spent, the remaining sub-trees are collapsed into one line each that names
-  their shape ("x0..x127 (128 terms): 8 lanes with stride 8, ..."). A 65536-leaf tree prints in
-  well under 60 lines.
+* :func:`to_rich` -- a :class:`rich.tree.Tree` for the terminal. The first line names the sum
+  ("sum of x0..x1023 (1024 terms), depth 21"). Long chains (running sums such as a sequential fold,
+  a fused K loop or a tail) are always drawn as one list of steps with the middle elided, or
+  collapsed whole. The tree is expanded breadth-first, one level at a time, while the line budget
+  allows the whole level; the sub-trees of the first level that does not fit are each collapsed
+  into one line that names their leaves and shape ("▸ x0..x127 (128 terms): 8 lanes, stride 8,
+  ..."), so siblings are always shown to the same depth. Leaf sets are named by their real input
+  indices ("x0, x8, ..., x120 and x1, x9, ..., x121 (32 terms)"). A 65536-leaf tree prints in well
+  under 60 lines.
 * :func:`to_dot` -- Graphviz DOT source (built with the ``graphviz`` package). The root is at the
   top; edges run parent -> child with the arrowhead drawn at the parent (``dir=back``), i.e. in the
   direction the values flow. Leaves are labelled with their input index, binary additions "+",
   fused k-term nodes "+k" (filled boxes), the accumulator "C" as a red box. Trees with more than
-  ``max_leaves`` leaves are expanded top-down, largest sub-tree first, until ``max_nodes`` nodes
-  are drawn; the rest are collapsed into dashed boxes labelled with their leaf range, size and shape.
+  ``max_leaves`` leaves are expanded top-down one level at a time while ``max_nodes`` allows a
+  whole level; the sub-trees of the first level that does not fit are collapsed into dashed boxes
+  labelled with their leaves, their number and their shape (siblings always end at one depth).
 * :func:`render` / :func:`render_bytes` -- SVG or PNG through the Graphviz ``dot`` program (Debian:
   ``apt-get install graphviz``), or the DOT source itself.
 
@@ -19,11 +24,8 @@ All traversals are iterative (depth ~10^5 is fine).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import os
 import shutil
-from collections import deque
 from pathlib import Path
 from typing import Optional, Union
 
@@ -31,7 +33,7 @@ import graphviz
 from rich.text import Text
 from rich.tree import Tree
 
-from .summary import NodeStats, describe, describe_subtree, phrase
+from .summary import NodeStats, describe_subtree, index_set, phrase, set_phrase
 from .tree import C_LEAF, SumTree
 
 __all__ = ["RenderError", "to_rich", "to_dot", "render", "render_bytes", "FORMATS"]
@@ -56,18 +58,71 @@ def _leaf_name(x) -> str:
     return "C" if x == C_LEAF else f"x{x}"
 
 
-def _span(st: NodeStats, x, noun: str = "terms") -> str:
-    """'x0..x127 (128 terms)' (+ ' + C'), or '5 scattered terms' for a non-contiguous set."""
-    m, lo, hi = st.cnt(x), st.mn(x), st.mx(x)
-    has_c = _has_c(x)
-    k = m - has_c
-    if k <= 0:
-        return "C"
-    if hi - lo + 1 == k:
-        text = f"x{lo}" if k == 1 else f"x{lo}..x{hi} ({k} {noun})"
-    else:
-        text = f"{k} scattered {noun} (x{lo}..x{hi})"
-    return text + (" + C" if has_c else "")
+class _Spans:
+    """Names of the leaf sets of sub-trees, cached: "x0..x127 (128 terms)", "x0, x8, ..., x120 and
+    x1, x9, ..., x121 (32 terms)", "x[r + 8k] for r in {0, 1, 4, 5}, k = 0..1023 (4096 terms)",
+    "240 terms from x0..x477" (see :func:`fpscope.summary.set_phrase`), plus " + C"."""
+
+    def __init__(self, st: NodeStats, noun: str) -> None:
+        self.st, self.noun = st, noun
+        self._cache: dict[int, str] = {}
+
+    def __call__(self, x) -> str:
+        key = id(x)
+        text = self._cache.get(key)
+        if text is None:
+            text = self._cache[key] = self._make(x)
+        return text
+
+    def _make(self, x) -> str:
+        st = self.st
+        if not _is_node(x):
+            return _leaf_name(x)
+        m, lo, hi = st.cnt(x), st.mn(x), st.mx(x)
+        has_c = _has_c(x)
+        k = m - has_c
+        if k <= 0:
+            return "C"
+        if hi - lo + 1 == k:
+            text = f"x{lo}" if k == 1 else f"x{lo}..x{hi} ({k} {self.noun})"
+        else:
+            text = set_phrase(index_set(_leaves(x)), self.noun)
+        return text + (" + C" if has_c else "")
+
+    def of_items(self, items: list) -> str:
+        """The leaves of several sub-trees and leaves together, e.g. elided chain steps:
+        "4990 terms (x4..x4993)", "3 terms (x40, x48, x56)", "12 terms from x3..x99"."""
+        st, noun = self.st, self.noun
+        ints = [c for c in items if c != C_LEAF]
+        k = sum(st.cnt(c) - _has_c(c) for c in ints)
+        los = [st.mn(c) for c in ints if st.mn(c) >= 0]
+        if not los:
+            return f"{k} {noun}"
+        lo, hi = min(los), max(st.mx(c) for c in ints)
+        if hi - lo + 1 == k:
+            return f"{k} {noun} ({_rng_text(lo, hi)})"
+        if k > 200_000:
+            return f"{k} {noun} from x{lo}..x{hi}"
+        leaves = [v for c in ints for v in (_leaves(c) if _is_node(c) else [c])]
+        info = index_set(leaves)
+        if info["kind"] == "scattered":
+            return set_phrase(info, noun)
+        return f"{k} {noun} ({set_phrase(info, noun, count=False)})"
+
+
+def _rng_text(lo: int, hi: int) -> str:
+    return f"x{lo}" if lo == hi else f"x{lo}..x{hi}"
+
+
+def _leaves(x) -> list:
+    out, stack = [], [x]
+    while stack:
+        cur = stack.pop()
+        if cur.__class__ is tuple:
+            stack.extend(cur)
+        else:
+            out.append(cur)
+    return out
 
 
 def _has_c(x) -> bool:
@@ -124,6 +179,16 @@ def _op(x) -> str:
 _OP_STYLE = {True: "bold yellow", False: "bold"}
 
 
+class _Item:
+    """A sub-tree waiting in the breadth-first expansion of :func:`to_rich`: its line (``handle``)
+    is already drawn and counted; its label is set once its level is expanded or collapsed."""
+
+    __slots__ = ("node", "handle", "prefix", "indent", "kind", "bottom", "steps", "shown", "cost")
+
+    def __init__(self, node, handle, prefix: str, indent: int) -> None:
+        self.node, self.handle, self.prefix, self.indent = node, handle, prefix, indent
+
+
 def to_rich(
     tree: SumTree,
     max_leaves: int = 64,
@@ -137,38 +202,35 @@ def to_rich(
         tree: the summation tree.
         max_leaves: at most about this many leaf names are printed in total; further leaves appear
             as "… 120 more" or inside collapsed sub-trees.
-        max_lines: line budget: the output has at most this many lines; sub-trees that do not fit
-            are collapsed into one line naming their leaf range, size and shape
+        max_lines: line budget: the output has at most this many lines. The tree is expanded
+            breadth-first, one level at a time, and a level is either expanded as a whole or
+            collapsed as a whole, so sibling sub-trees are always shown to the same depth. A
+            collapsed sub-tree is one line naming its leaves, their number and its shape
             ("▸ x0..x127 (128 terms): 8 lanes, ...").
         width: every line, indentation included, is cut to this many columns ("…"); labels never
             wrap, a narrower console cuts them at its edge.
         chain_ends: a running sum (a chain of nodes, each adding a few terms or one sub-tree to the
-            sum below it) is drawn as a flat list of steps; this many steps are shown at each end
-            and the middle is elided ("… 4990 more steps adding 4990 terms (x5..x4994)").
+            sum below it) is always drawn as one list of steps, or collapsed as a whole; this many
+            steps are shown at each end and the middle is elided ("… 4990 more steps adding 4990
+            terms (x5..x4994)").
 
-    The first line names the tree and its shape (:func:`fpscope.summary.describe`). Binary additions
-    are "+", fused k-term nodes "+k" (yellow). Never raises for a SumTree.
+    The first line names the whole sum ("sum of x0..x1023 (1024 terms), depth 21", or "running
+    sum of ... " when the root is a chain); the plain-words summary is :func:`fpscope.summary.
+    summarize`. Leaf sets are named by their real input indices ("x0, x8, ..., x120 and x1, x9,
+    ..., x121 (32 terms)"). Binary additions are "+", fused k-term nodes "+k" (yellow). Never
+    raises for a SumTree.
     """
     max_lines = max(max_lines, 4)
     width = max(width, 30)
-    st = NodeStats(tree.root)
+    root = tree.root
+    st = NodeStats(root)
     noun = "products" if tree.has_c else "terms"
-    d = describe(tree)
-    head = Text.assemble(
-        ("SumTree", "bold"),
-        f" n={tree.n}{' + C' if tree.has_c else ''}, depth {d.get('depth', 0)}: ",
-        (phrase(d, brief=True), "italic"),
-    )
-    if d.get("c"):
-        head.append(f"; C enters {d['c']['entry'].replace('_', ' ')}")
-    head.truncate(width, overflow="ellipsis")
-    head.no_wrap, head.overflow = True, "ellipsis"
-    out = Tree(head)
-    lines = 1
+    span = _Spans(st, noun)
+    depth = st.height(root)
     leaf_budget = [max(max_leaves, 1)]
 
-    def cut(text: Text, level: int) -> Text:
-        text.truncate(max(width - 4 * level, 12), overflow="ellipsis")
+    def cut(text: Text, indent: int) -> Text:
+        text.truncate(max(width - 4 * indent, 12), overflow="ellipsis")
         text.no_wrap = True  # a narrower console cuts the line ("…") instead of wrapping it
         text.overflow = "ellipsis"
         return text
@@ -185,98 +247,145 @@ def to_rich(
         leaf_budget[0] -= len(leaves)
         return text
 
-    def collapsed(x) -> Text:
-        return Text.assemble(("▸ ", "dim"), f"{_span(st, x, noun)}: ", (_shape(x), "italic"))
-
-    if not _is_node(tree.root):
-        out.add(leaf_text(tree.root))
+    if not _is_node(root):
+        out = Tree(cut(Text("C (no terms)") if root == C_LEAF else
+                       Text(f"the single term {_leaf_name(root)} (no additions)"), 0))
         return out
-    # queue items: (node, rich handle already counted in `lines`, prefix, level)
-    queue: deque = deque()
-    queue.append((tree.root, out.add(""), "", 1))
-    lines += 1
-    while queue:
-        x, h, prefix, level = queue.popleft()
-        if not _is_node(x):
-            h.label = cut(Text(prefix) + leaf_text(x), level)
-            continue
+
+    def head(rest: str) -> Text:
+        return Text.assemble(("sum", "bold"), f" of {span(root)}, depth {depth}{rest}")
+
+    out = Tree("")
+    if not any(_is_node(c) for c in root):  # one node adding leaves only (e.g. one fused node)
+        out.label = cut(head(""), 0)
+        out.add(cut(op_text(root) + Text(" " + names(list(root))), 1))
+        return out
+
+    lines = [1]
+
+    def plan(it: _Item) -> None:
+        """Decide how ``it`` would be expanded and how many lines that adds."""
+        x = it.node
         bottom, steps = _chain(st, x)
         if len(steps) >= 3:
+            it.kind, it.bottom, it.steps = "chain", bottom, steps
             shown: list = steps
-            elided: list = []
             if len(steps) > 2 * chain_ends + 3:
                 shown = steps[:chain_ends] + [None] + steps[-chain_ends:]
-                elided = steps[chain_ends:-chain_ends]
-            if lines + 1 + len(shown) <= max_lines:
-                lines += 1 + len(shown)
-                h.label = cut(
-                    Text.assemble(
-                        prefix,
-                        ("running sum", "bold cyan"),
-                        f" of {len(steps) + 1} nodes over {_span(st, x, noun)}",
-                    ),
-                    level,
-                )
-                if _is_node(bottom) and not any(_is_node(c) for c in bottom):
-                    h.add(cut(Text("start: ") + op_text(bottom) + Text(" " + names(list(bottom))),
-                              level + 1))
-                else:
-                    queue.append((bottom, h.add(""), "start: ", level + 1))
-                for step in shown:
-                    if step is None:
-                        added = [c for s_ in elided for c in s_[1]]
-                        los = [st.mn(c) for c in added if st.mn(c) >= 0]
-                        k = sum(st.cnt(c) for c in added)
-                        where = f" (x{min(los)}..x{max(st.mx(c) for c in added)})" if los else ""
-                        h.add(cut(Text(f"… {len(elided)} more steps adding {k} {noun}{where}",
-                                       style="dim"), level + 1))
-                        continue
+            it.shown = shown
+            cost = 1  # the start line
+            for step in shown:
+                cost += 1
+                if step is not None:
                     node, added = step
                     subs = [c for c in added if _is_node(c)]
-                    leaves = [c for c in added if not _is_node(c)]
-                    if len(subs) == 1 and not leaves and len(node) == 2:
-                        queue.append((subs[0], h.add(""), "+ ", level + 1))
-                        continue
-                    label = op_text(node)
-                    if leaves:
-                        label.append(" " + names(leaves))
-                    if subs and lines + len(subs) <= max_lines:
-                        line = h.add(cut(label, level + 1))
-                        for c in subs:
-                            lines += 1
-                            queue.append((c, line.add(""), "", level + 2))
-                    else:
-                        for c in subs:
-                            label.append(f" [{_span(st, c, noun)}]")
-                        h.add(cut(label, level + 1))
-                continue
-        leaves = [c for c in x if not _is_node(c)]
-        subs = [c for c in x if _is_node(c)]
-        if not subs:
+                    if subs and not (len(subs) == 1 and len(added) == 1 and len(node) == 2):
+                        cost += len(subs)
+            it.cost = cost
+        else:
+            it.kind = "node"
+            it.cost = sum(1 for c in x if _is_node(c)) + (1 if any(not _is_node(c) for c in x) else 0)
+
+    def place(node, parent, prefix: str, indent: int, pending: list) -> None:
+        """Draw one child line: final for a leaf or a node of leaves only, else a pending item."""
+        if not _is_node(node):
+            parent.add(cut(Text(prefix) + leaf_text(node), indent))
+            lines[0] += 1
+            return
+        if not any(_is_node(c) for c in node):
+            label = op_text(node) + Text(" " + names(list(node)))
             if prefix == "+ ":
-                h.label = cut(Text("+ (") + op_text(x) + Text(" " + names(leaves) + ")"), level)
+                label = Text("+ (") + label + Text(")")
             else:
-                h.label = cut(Text(prefix) + op_text(x) + Text(" " + names(leaves)), level)
-            continue
-        need = len(subs) + (1 if leaves else 0)
-        if lines + need > max_lines or (leaf_budget[0] <= 0 and st.cnt(x) > 2):
-            h.label = cut(Text(prefix) + collapsed(x), level)
-            continue
-        if prefix == "+ ":
-            label = Text("+ sum of ") + Text(_span(st, x, noun))
+                label = Text(prefix) + label
+            parent.add(cut(label, indent))
+            lines[0] += 1
+            return
+        pending.append(_Item(node, parent.add(""), prefix, indent))
+        lines[0] += 1
+
+    def expanded_label(it: _Item) -> Text:
+        x = it.node
+        if it.kind == "chain":
+            label = Text.assemble(("running sum", "bold cyan"),
+                                  f" of {len(it.steps) + 1} nodes over {span(x)}")
+            if it.handle is out:
+                label.append(f", depth {depth}")
+            return Text(it.prefix) + label
+        if it.handle is out:
+            return head(f" (root: one fused {len(x)}-term node)" if len(x) > 2 else "")
+        if it.prefix == "+ ":
+            label = Text("+ sum of ") + Text(span(x))
             if len(x) > 2:
                 label += Text(" (") + op_text(x) + Text(")")
-        else:
-            label = Text(prefix) + op_text(x) + Text(" " + _span(st, x, noun))
-        h.label = cut(label, level)
-        lines += need
+            return label
+        return Text(it.prefix) + op_text(x) + Text(" " + span(x))
+
+    def collapsed_label(it: _Item) -> Text:
+        x = it.node
+        if it.handle is out:
+            return head(": ") + Text(_shape(x), style="italic")
+        if it.kind == "chain":  # a running sum reads the same collapsed as expanded
+            return Text.assemble(it.prefix, ("▸ ", "dim"), ("running sum", "bold cyan"),
+                                 f" of {len(it.steps) + 1} nodes over {span(x)}: ",
+                                 (_shape(x), "italic"))
+        return Text.assemble(it.prefix, ("▸ ", "dim"), f"{span(x)}: ", (_shape(x), "italic"))
+
+    def expand(it: _Item, pending: list) -> None:
+        x, h, ind = it.node, it.handle, it.indent + 1
+        if it.handle is out:
+            ind = 1
+        if it.kind == "chain":
+            bottom = it.bottom
+            place(bottom, h, "start: ", ind, pending)
+            for step in it.shown:
+                if step is None:
+                    elided = [st_[1] for st_ in it.steps[chain_ends:-chain_ends]]
+                    added = [c for group in elided for c in group]
+                    h.add(cut(Text(f"… {len(elided)} more steps adding {span.of_items(added)}",
+                                   style="dim"), ind))
+                    lines[0] += 1
+                    continue
+                node, added = step
+                subs = [c for c in added if _is_node(c)]
+                leaves = [c for c in added if not _is_node(c)]
+                if len(subs) == 1 and not leaves and len(node) == 2:
+                    place(subs[0], h, "+ ", ind, pending)
+                    continue
+                label = op_text(node)
+                if leaves:
+                    label.append(" " + names(leaves))
+                line = h.add(cut(label, ind))
+                lines[0] += 1
+                for c in subs:
+                    place(c, line, "", ind + 1, pending)
+            return
+        leaves = [c for c in x if not _is_node(c)]
         leaves_shown = False
         for c in x:
             if _is_node(c):
-                queue.append((c, h.add(""), "", level + 1))
+                place(c, h, "", ind, pending)
             elif not leaves_shown:
                 leaves_shown = True
-                h.add(cut(Text(names(leaves)), level + 1))
+                h.add(cut(Text(names(leaves)), ind))
+                lines[0] += 1
+
+    first = _Item(root, out, "", 0)
+    level = [first]
+    while level:
+        for it in level:
+            plan(it)
+        need = sum(it.cost for it in level)
+        big = any(st.cnt(it.node) > 2 for it in level)
+        if lines[0] + need > max_lines or (leaf_budget[0] <= 0 and big):
+            for it in level:  # the whole level is collapsed, each sub-tree named by its shape
+                it.handle.label = cut(collapsed_label(it), it.indent)
+            break
+        pending: list = []
+        for it in level:
+            it.handle.label = cut(expanded_label(it), it.indent)
+            expand(it, pending)
+        level = pending
     return out
 
 
@@ -284,6 +393,7 @@ def to_rich(
 def _digraph(tree: SumTree, max_leaves: int, max_nodes: int) -> graphviz.Digraph:
     st = NodeStats(tree.root)
     noun = "products" if tree.has_c else "terms"
+    spans = _Spans(st, noun)
     g = graphviz.Digraph("sumtree", comment=f"fpscope SumTree n={tree.n}")
     g.attr(rankdir="TB", ordering="out", nodesep="0.15", ranksep="0.3")
     g.attr("node", fontname="Helvetica", fontsize="10", margin="0.02,0.02")
@@ -311,7 +421,7 @@ def _digraph(tree: SumTree, max_leaves: int, max_nodes: int) -> graphviz.Digraph
                    width="0.3", height="0.25")
 
     def box(x, nid: str) -> None:
-        text = f"{_span(st, x, noun)}\\n{_wrap(_shape(x), 30)}"  # DOT's \n: centred line break
+        text = f"{_wrap(spans(x), 36)}\\n{_wrap(_shape(x), 30)}"  # DOT's \n: centred line break
         g.node(nid, text, shape="box", style="rounded,dashed", fontsize="9", margin="0.1,0.06")
 
     root = tree.root
@@ -319,30 +429,32 @@ def _digraph(tree: SumTree, max_leaves: int, max_nodes: int) -> graphviz.Digraph
         leaf(root)
         return g
     full = tree.n + tree.has_c <= max_leaves
-    # expand the largest pending sub-tree first (a blocked spine or a long chain stays readable);
-    # a pending child's name (n<k> or b<k>) is known only when it is popped, so edges are emitted
-    # at the end, in child order (``ordering=out``)
+    # expand breadth-first, one level at a time: a level is drawn as a whole or boxed as a whole,
+    # so sibling sub-trees always end at the same depth. A child's name (n<k> or b<k>) is known
+    # only when its level is drawn, so edges are emitted at the end, in child order (ordering=out)
     drawn = 1
-    tie = itertools.count()
     edges: list[tuple[str, list]] = []
-    root_slot = [""]
-    heap = [(-st.cnt(root), next(tie), root, root_slot)]
-    while heap:
-        _, _, x, slot = heapq.heappop(heap)
-        if not full and drawn + len(x) > max_nodes:
-            slot[0] = new_id("b")
-            box(x, slot[0])
-            continue
-        slot[0] = xid = new_id("n")
-        op(x, xid)
-        for c in x:
-            if _is_node(c):
-                cslot = [""]
-                heapq.heappush(heap, (-st.cnt(c), next(tie), c, cslot))
-            else:
-                cslot = [leaf(c)]
-            drawn += 1
-            edges.append((xid, cslot))
+    level = [(root, [""])]
+    while level:
+        need = sum(len(x) for x, _ in level)
+        if not full and drawn + need > max_nodes:
+            for x, slot in level:
+                slot[0] = new_id("b")
+                box(x, slot[0])
+            break
+        nxt = []
+        for x, slot in level:
+            slot[0] = xid = new_id("n")
+            op(x, xid)
+            for c in x:
+                if _is_node(c):
+                    cslot = [""]
+                    nxt.append((c, cslot))
+                else:
+                    cslot = [leaf(c)]
+                drawn += 1
+                edges.append((xid, cslot))
+        level = nxt
     for a, cslot in edges:
         g.edge(a, cslot[0])
     return g
@@ -368,8 +480,9 @@ def to_dot(tree: SumTree, max_leaves: int = 512, max_nodes: int = 48) -> str:
     (label ``+``, or ``+k`` for a fused k-term node), collapsed sub-trees ``b<k>``. Every edge is
     ``parent -> child`` with ``dir=back`` (arrowhead at the parent). A tree with at most
     ``max_leaves`` leaves (counting "C") is drawn in full: exactly one node per leaf. A larger one
-    is expanded top-down, largest pending sub-tree first, until about ``max_nodes`` nodes are drawn;
-    the rest are collapsed into labelled boxes (leaf range, size and shape).
+    is expanded top-down, one whole level at a time, while at most ``max_nodes`` nodes are drawn;
+    the sub-trees of the first level that does not fit are collapsed into labelled boxes (leaves,
+    their number and shape), so sibling sub-trees always end at the same depth.
     """
     return _digraph(tree, max_leaves, max_nodes).source
 
