@@ -632,3 +632,11 @@ def test_jax_refuses_threads_layout_offset():
     assert "layout" in one_line_error(make_target, "jax.numpy.sum", n=4, layout="F")
     assert "offset" in one_line_error(make_target, "jax.numpy.dot", n=4, offset=8)
     assert "cpu" in one_line_error(make_target, "jax.numpy.matmul", n=4, device="gpu")
+
+
+@pytest.mark.parametrize("dtype", ["tf32", "fp8_e4m3fn", "e8m0"])
+@pytest.mark.parametrize("name", ["numpy.sum", "torch.sum"])
+def test_narrow_formats_are_refused_by_library_targets(name, dtype):
+    if name.startswith("torch"):
+        pytest.importorskip("torch")
+    assert "not supported here" in one_line_error(make_target, name, n=8, dtype=dtype)

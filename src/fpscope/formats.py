@@ -1,15 +1,75 @@
-"""Binary floating-point formats and exact rounding to them.
+"""Binary floating-point formats: exact rounding, bit-level encode and decode.
 
 A :class:`Format` is described by its precision ``p`` (significand bits, implicit bit included),
-its minimum normal exponent ``emin`` and maximum exponent ``emax`` (IEEE 754-2019, section 3.3).
+its minimum normal exponent ``emin`` and maximum exponent ``emax`` (IEEE 754-2019, section 3.3),
+plus, for the narrow machine-learning formats, how its bit patterns encode special values.
 Rounding functions take float64 numpy arrays and return float64 arrays holding values exactly
 representable in the target format, so they never depend on a library's own cast.
 
 Why not cast with numpy, torch, jax or ml_dtypes? Several library casts from float64 to a narrow
 format round twice (through float32): ml_dtypes for every narrow type, torch and jax for bf16 and
-fp16 (fpscope NUMERICS.md, "Conversions in common libraries"). A value that is already exactly
-representable converts exactly under any cast, so the targets check representability with
-:func:`is_representable` and cast afterwards.
+fp16 (fpscope NUMERICS.md, "Conversions in common libraries"). Libraries also disagree on overflow
+(torch saturates fp32 -> e4m3fn overflow to 448, ml_dtypes and jax give NaN). A value that is
+already exactly representable converts exactly under any cast, so the targets check
+representability with :func:`is_representable` and cast afterwards (:func:`to_storage`).
+
+The formats (value = (-1)^S * 2^(E - bias) * 1.M for normals, (-1)^S * 2^emin * 0.M for
+subnormals; "S.E.M" gives the sign, exponent and trailing-significand field widths)::
+
+    name          S.E.M    bias  p   emin  emax  max_finite         Inf  NaN patterns         -0   overflow
+    fp64          1.11.52  1023  53 -1022  1023  (2-2^-52)*2^1023   yes  E=all 1s, M!=0       yes  inf
+    fp32          1.8.23    127  24  -126   127  (2-2^-23)*2^127    yes  E=all 1s, M!=0       yes  inf
+    tf32          1.8.10    127  11  -126   127  (2-2^-10)*2^127    yes  E=all 1s, M!=0       yes  inf
+    fp16          1.5.10     15  11   -14    15  65504              yes  E=all 1s, M!=0       yes  inf
+    bf16          1.8.7     127   8  -126   127  (2-2^-7)*2^127     yes  E=all 1s, M!=0       yes  inf
+    fp8_e4m3fn    1.4.3       7   4    -6     8  448                no   S.1111.111 (2)       yes  nan
+    fp8_e5m2      1.5.2      15   3   -14    15  57344              yes  E=11111, M!=0 (6)    yes  inf
+    fp8_e4m3fnuz  1.4.3       8   4    -7     7  240                no   0x80 only            no   nan
+    fp8_e5m2fnuz  1.5.2      16   3   -15    15  57344              no   0x80 only            no   nan
+    fp6_e2m3      1.2.3       1   4     0     2  7.5                no   none                 yes  saturate
+    fp6_e3m2      1.3.2       3   3    -2     4  28                 no   none                 yes  saturate
+    fp4_e2m1      1.2.1       1   2     0     2  6                  no   none                 yes  saturate
+    e8m0          0.8.0     127   1  -127   127  2^127              no   0xFF only            -    nan
+
+Sources:
+
+* fp64, fp32, fp16: IEEE 754-2019, table 3.5 (binary64, binary32, binary16).
+* bf16: IEEE-style layout with binary32's exponent field; ml_dtypes ``bfloat16``.
+* tf32: NVIDIA "TensorFloat-32" (A100 whitepaper; cuBLAS / CUDA docs): 8 exponent bits, 10 fraction
+  bits, the range of fp32, stored in 32-bit fp32 containers (``numpy_dtype()`` is float32).
+* fp8_e4m3fn, fp8_e5m2: OCP 8-bit Floating Point Specification (OFP8) rev 1.0: E4M3 has no
+  infinities and only S.1111.111 is NaN, so its largest value is 1.75 * 2^8 = 448; E5M2 follows
+  IEEE 754 conventions. ml_dtypes ``float8_e4m3fn``, ``float8_e5m2``.
+* fp8_e4m3fnuz, fp8_e5m2fnuz: ml_dtypes ``float8_e4m3fnuz``, ``float8_e5m2fnuz`` (Graphcore/AMD
+  layout used by AMD CDNA3): bias one larger than OCP's, no infinities, no negative zero, and the
+  single NaN is the negative-zero pattern 0x80.
+* fp6_e2m3, fp6_e3m2, fp4_e2m1: OCP Microscaling Formats (MX) Specification v1.0, element data
+  types: no Inf, no NaN, signed zeros, subnormals. ml_dtypes ``float6_e2m3fn``,
+  ``float6_e3m2fn``, ``float4_e2m1fn`` (stored one value per byte, in the low bits).
+* e8m0: OCP MX v1.0, scale data type E8M0: 8 exponent bits, no sign, no significand,
+  bias 127, values 2^-127 .. 2^127, 0xFF is NaN, no zero. ml_dtypes ``float8_e8m0fnu``.
+
+Overflow policies (:data:`OVERFLOW_POLICIES`), following the OFP8 rev 1.0 conversion rules
+("non-saturating" versus "saturating" mode) extended to the directed rounding modes with
+IEEE 754-2019 section 7.4:
+
+* ``"inf"``: IEEE 754 overflow: RNE and RNA give +-Inf; RZ gives +-max_finite; RU gives +Inf or
+  -max_finite; RD gives +max_finite or -Inf. Infinite inputs stay infinite. Only for formats
+  with infinities.
+* ``"nan"``: as ``"inf"`` with every Inf result replaced by NaN (OFP8's non-saturating mode for
+  E4M3; ml_dtypes does this for e4m3fn, the fnuz formats and e8m0, and jax for e4m3fn per
+  NUMERICS.md). Infinite inputs give NaN.
+* ``"saturate"``: every overflow and every infinite input gives +-max_finite (OFP8's saturating
+  mode; OCP MX for FP6/FP4, which cannot encode anything else; torch's fp32 -> e4m3fn cast).
+
+Each format has a default policy (:attr:`Format.overflow`): ``"inf"`` where the format has
+infinities, ``"nan"`` where it has a NaN but no Inf (the OFP8 non-saturating default; what
+ml_dtypes does), ``"saturate"`` for the MX FP6/FP4 element formats (what ml_dtypes does).
+
+Where fpscope and ml_dtypes 0.6 differ (the tests pin the rest, bit for bit, on float32 inputs):
+ml_dtypes' float64 casts round twice (through float32); it turns NaN into -0 for fp6/fp4 (fpscope
+returns NaN and refuses to encode or store it); and it rounds float32 subnormals in
+(2^-127, 2^-126) up to 2^-126 in e8m0, also those nearer 2^-127 (fpscope rounds to nearest).
 """
 
 from __future__ import annotations
@@ -20,26 +80,122 @@ import numpy as np
 
 ROUNDING_MODES = ("RNE", "RZ", "RNA", "RD", "RU")
 
+#: Overflow policies of :func:`round_to_format` (see the module docstring).
+OVERFLOW_POLICIES = ("inf", "saturate", "nan")
+
+#: Special-value conventions of :attr:`Format.specials`.
+SPECIALS = ("ieee", "fn", "fnuz", "none")
+
+
+def _check_policy(fmt: "Format", policy: str) -> None:
+    if policy not in OVERFLOW_POLICIES:
+        raise ValueError(f"unknown overflow policy {policy!r}; known: {', '.join(OVERFLOW_POLICIES)}")
+    if policy == "inf" and not fmt.has_inf:
+        raise ValueError(f"{fmt.name} has no infinities: overflow must be 'nan' or 'saturate'")
+    if policy == "nan" and not fmt.has_nan:
+        raise ValueError(f"{fmt.name} has no NaN: overflow must be 'saturate'")
+
 
 @dataclass(frozen=True)
 class Format:
-    """A binary floating-point format with subnormals.
+    """A binary floating-point format.
+
+    ``Format(name, p, emin, emax)`` is an IEEE 754-style format (signed zeros, subnormals,
+    infinities and NaNs with an all-ones exponent field, bias ``1 - emin``). The keyword fields
+    describe the narrow formats whose special values differ.
 
     Attributes:
         name: short name used on the command line and in records ("fp32", "bf16", ...).
         p: precision in bits, implicit leading bit included (fp32: 24).
         emin: exponent of the smallest normal number (fp32: -126).
-        emax: exponent of the largest finite number (fp32: 127).
+        emax: exponent of the largest finite number (fp32: 127; e4m3fn: 8, whose largest value
+            is 1.75 * 2^8 = 448 because S.1111.111 is NaN).
+        bits: storage width in bits (sign + exponent + p - 1). Default: the IEEE width
+            (smallest exponent field that holds ``emax + bias`` plus the all-ones code).
+        exponent_bias: exponent bias. Default ``1 - emin`` (``-emin`` without subnormals).
+        specials: "ieee" (Inf and NaN use the all-ones exponent), "fn" (finite + NaN: no Inf,
+            the all-ones pattern apart from the sign is NaN: OFP8 E4M3, e8m0), "fnuz" (finite,
+            NaN, unsigned zero: no Inf, no -0, NaN is the pattern 100...0), "none" (finite only:
+            OCP MX FP6/FP4).
+        signed: False for unsigned formats (e8m0): negative inputs round to NaN.
+        subnormals: False where the all-zero exponent field is an ordinary binade (e8m0): the
+            format then has neither subnormals nor zero.
+        overflow: default overflow policy of :func:`round_to_format` (one of
+            :data:`OVERFLOW_POLICIES`); default "inf" for "ieee", "nan" for "fn"/"fnuz",
+            "saturate" for "none".
     """
 
     name: str
     p: int
     emin: int
     emax: int
+    bits: int | None = None
+    exponent_bias: int | None = None
+    specials: str = "ieee"
+    signed: bool = True
+    subnormals: bool = True
+    overflow: str | None = None
+
+    def __post_init__(self):
+        if self.specials not in SPECIALS:
+            raise ValueError(f"unknown specials {self.specials!r}; known: {', '.join(SPECIALS)}")
+        if self.p < 1:
+            raise ValueError("precision p must be at least 1")
+        if self.exponent_bias is None:
+            object.__setattr__(self, "exponent_bias", (1 if self.subnormals else 0) - self.emin)
+        if self.bits is None:
+            top = self.emax + self.exponent_bias
+            if self.specials == "ieee" or (self.specials == "fn" and self.p == 1):
+                top += 1  # the all-ones exponent code holds only specials
+            object.__setattr__(self, "bits", int(self.signed) + max(top, 1).bit_length() + self.p - 1)
+        if self.overflow is None:
+            default = {"ieee": "inf", "fn": "nan", "fnuz": "nan", "none": "saturate"}[self.specials]
+            object.__setattr__(self, "overflow", default)
+        _check_policy(self, self.overflow)
+
+    # -- special values -------------------------------------------------------------------
+
+    @property
+    def has_inf(self) -> bool:
+        """Whether the format encodes +-Inf."""
+        return self.specials == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        """Whether the format encodes a NaN."""
+        return self.specials != "none"
+
+    @property
+    def has_zero(self) -> bool:
+        """Whether the format encodes zero (e8m0 does not)."""
+        return self.subnormals
+
+    @property
+    def has_negative_zero(self) -> bool:
+        """Whether -0 is distinct from +0 (False for fnuz formats, e8m0)."""
+        return self.signed and self.subnormals and self.specials != "fnuz"
+
+    # -- bit layout -----------------------------------------------------------------------
+
+    @property
+    def mantissa_bits(self) -> int:
+        """Width of the trailing significand field, ``p - 1``."""
+        return self.p - 1
+
+    @property
+    def exponent_bits(self) -> int:
+        """Width of the exponent field."""
+        return self.bits - int(self.signed) - self.mantissa_bits
+
+    # -- values ---------------------------------------------------------------------------
 
     @property
     def max_finite(self) -> float:
-        """Largest finite value, (2 - 2^(1-p)) * 2^emax."""
+        """Largest finite value: (2 - 2^(1-p)) * 2^emax, or (2 - 2^(2-p)) * 2^emax when the top
+        binade's largest pattern is NaN (OFP8 E4M3: 448)."""
+        m = self.mantissa_bits
+        if self.specials == "fn" and m > 0 and self.emax + self.exponent_bias == (1 << self.exponent_bits) - 1:
+            return float(np.ldexp(2.0 - np.ldexp(1.0, 1 - m), self.emax))
         return float(np.ldexp(2.0 - np.ldexp(1.0, 1 - self.p), self.emax))
 
     @property
@@ -48,6 +204,9 @@ class Format:
 
     @property
     def min_subnormal(self) -> float:
+        """Smallest positive value (equal to ``min_normal`` for p = 1 and for e8m0)."""
+        if not self.subnormals:
+            return self.min_normal
         return float(np.ldexp(1.0, self.emin - self.p + 1))
 
     def ulp(self, x: float) -> float:
@@ -59,48 +218,128 @@ class Format:
         return float(np.ldexp(1.0, e - self.p + 1))
 
     def exact_integer_limit(self) -> int:
-        """Largest N such that every integer 0..N is exactly representable: 2^p."""
+        """Largest N such that every integer 0..N is exactly representable: 2^p (e8m0 has no 0)."""
         return 1 << self.p
 
     def numpy_dtype(self):
-        """The numpy (or ml_dtypes) storage dtype of this format."""
-        if self.name == "fp64":
-            return np.dtype(np.float64)
-        if self.name == "fp32":
-            return np.dtype(np.float32)
-        if self.name == "fp16":
-            return np.dtype(np.float16)
-        if self.name == "bf16":
+        """The numpy (or ml_dtypes) storage dtype of this format (tf32: float32).
+
+        Raises:
+            ValueError: no storage dtype (custom formats; a narrow type missing from the
+                installed ml_dtypes).
+        """
+        spec = _STORAGE.get(self)
+        if spec is None:
+            raise ValueError(f"format {self.name} has no numpy storage dtype here")
+        if spec.startswith("ml_dtypes."):
             import ml_dtypes
 
-            return np.dtype(ml_dtypes.bfloat16)
-        raise ValueError(f"format {self.name} has no numpy storage dtype here")
+            t = getattr(ml_dtypes, spec.split(".", 1)[1], None)
+            if t is None:
+                raise ValueError(
+                    f"format {self.name} needs {spec}, which the installed ml_dtypes "
+                    f"{getattr(ml_dtypes, '__version__', '?')} lacks"
+                )
+            return np.dtype(t)
+        return np.dtype(spec)
 
+
+# -- the formats ----------------------------------------------------------------------------
 
 FP64 = Format("fp64", 53, -1022, 1023)
 FP32 = Format("fp32", 24, -126, 127)
 FP16 = Format("fp16", 11, -14, 15)
 BF16 = Format("bf16", 8, -126, 127)
+#: NVIDIA TensorFloat-32: fp32's exponent, 10 fraction bits (19 bits used of a 32-bit container).
+TF32 = Format("tf32", 11, -126, 127)
+#: OCP OFP8 E4M3: no Inf; S.1111.111 is NaN; max 448; default overflow NaN (non-saturating).
+FP8_E4M3FN = Format("fp8_e4m3fn", 4, -6, 8, bits=8, exponent_bias=7, specials="fn")
+#: OCP OFP8 E5M2: IEEE-style; max 57344.
+FP8_E5M2 = Format("fp8_e5m2", 3, -14, 15, bits=8, exponent_bias=15)
+#: E4M3 "fnuz" (ml_dtypes float8_e4m3fnuz): bias 8, no Inf, no -0, NaN = 0x80; max 240.
+FP8_E4M3FNUZ = Format("fp8_e4m3fnuz", 4, -7, 7, bits=8, exponent_bias=8, specials="fnuz")
+#: E5M2 "fnuz" (ml_dtypes float8_e5m2fnuz): bias 16, no Inf, no -0, NaN = 0x80; max 57344.
+FP8_E5M2FNUZ = Format("fp8_e5m2fnuz", 3, -15, 15, bits=8, exponent_bias=16, specials="fnuz")
+#: OCP MX FP6 E2M3: no Inf/NaN; max 7.5; overflow saturates.
+FP6_E2M3 = Format("fp6_e2m3", 4, 0, 2, bits=6, exponent_bias=1, specials="none")
+#: OCP MX FP6 E3M2: no Inf/NaN; max 28; overflow saturates.
+FP6_E3M2 = Format("fp6_e3m2", 3, -2, 4, bits=6, exponent_bias=3, specials="none")
+#: OCP MX FP4 E2M1: no Inf/NaN; values 0, 0.5, 1, 1.5, 2, 3, 4, 6; overflow saturates.
+FP4_E2M1 = Format("fp4_e2m1", 2, 0, 2, bits=4, exponent_bias=1, specials="none")
+#: OCP MX E8M0 scale: unsigned powers of two 2^-127 .. 2^127; 0xFF is NaN; no zero.
+E8M0 = Format("e8m0", 1, -127, 127, bits=8, exponent_bias=127, specials="fn", signed=False,
+              subnormals=False)
 
+#: The standard IEEE-style formats, by name. Code maps precisions to these names (the
+#: accumulator probe), so this dict stays fp64/fp32/fp16/bf16; see :data:`ALL_FORMATS`.
 FORMATS = {f.name: f for f in (FP64, FP32, FP16, BF16)}
+
+#: Every named format, by canonical name (what :func:`get_format` accepts besides aliases).
+ALL_FORMATS = {
+    f.name: f
+    for f in (FP64, FP32, TF32, FP16, BF16, FP8_E4M3FN, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
+              FP6_E2M3, FP6_E3M2, FP4_E2M1, E8M0)
+}
+
+_STORAGE = {
+    FP64: "float64", FP32: "float32", TF32: "float32", FP16: "float16",
+    BF16: "ml_dtypes.bfloat16",
+    FP8_E4M3FN: "ml_dtypes.float8_e4m3fn", FP8_E5M2: "ml_dtypes.float8_e5m2",
+    FP8_E4M3FNUZ: "ml_dtypes.float8_e4m3fnuz", FP8_E5M2FNUZ: "ml_dtypes.float8_e5m2fnuz",
+    FP6_E2M3: "ml_dtypes.float6_e2m3fn", FP6_E3M2: "ml_dtypes.float6_e3m2fn",
+    FP4_E2M1: "ml_dtypes.float4_e2m1fn", E8M0: "ml_dtypes.float8_e8m0fnu",
+}
+
+# Aliases: numpy / ml_dtypes / torch / jax dtype names and common spellings. Deliberately absent
+# (ambiguous): "fp8", "fp6", "fp4", "e4m3" / "fp8_e4m3" / "float8_e4m3" (ml_dtypes' float8_e4m3
+# is an IEEE-style E4M3 with Inf, max 240, not OCP's e4m3fn), and the block formats "mxfp8",
+# "mxfp6", "mxfp4", "nvfp4" (an element format plus a scale, not one format).
 _ALIASES = {
     "float64": "fp64", "double": "fp64", "f64": "fp64",
     "float32": "fp32", "single": "fp32", "f32": "fp32",
     "float16": "fp16", "half": "fp16", "f16": "fp16",
     "bfloat16": "bf16",
+    "tensorfloat32": "tf32",
+    "e4m3fn": "fp8_e4m3fn", "float8_e4m3fn": "fp8_e4m3fn",
+    "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
+    "e4m3fnuz": "fp8_e4m3fnuz", "float8_e4m3fnuz": "fp8_e4m3fnuz",
+    "e5m2fnuz": "fp8_e5m2fnuz", "float8_e5m2fnuz": "fp8_e5m2fnuz",
+    "e2m3": "fp6_e2m3", "e2m3fn": "fp6_e2m3", "fp6_e2m3fn": "fp6_e2m3", "float6_e2m3fn": "fp6_e2m3",
+    "e3m2": "fp6_e3m2", "e3m2fn": "fp6_e3m2", "fp6_e3m2fn": "fp6_e3m2", "float6_e3m2fn": "fp6_e3m2",
+    "e2m1": "fp4_e2m1", "e2m1fn": "fp4_e2m1", "fp4_e2m1fn": "fp4_e2m1", "float4_e2m1fn": "fp4_e2m1",
+    "e8m0fnu": "e8m0", "fp8_e8m0": "e8m0", "fp8_e8m0fnu": "e8m0", "float8_e8m0fnu": "e8m0",
+}
+_AMBIGUOUS = {
+    "e4m3": "OCP's E4M3 is 'fp8_e4m3fn' (AMD's is 'fp8_e4m3fnuz')",
+    "fp8_e4m3": "OCP's E4M3 is 'fp8_e4m3fn' (AMD's is 'fp8_e4m3fnuz')",
+    "float8_e4m3": "ml_dtypes' IEEE-style float8_e4m3 is not supported; OCP's E4M3 is 'fp8_e4m3fn'",
+    "mxfp8": "a block format: elements 'fp8_e4m3fn' or 'fp8_e5m2', scale 'e8m0'",
+    "mxfp6": "a block format: elements 'fp6_e2m3' or 'fp6_e3m2', scale 'e8m0'",
+    "mxfp4": "a block format: elements 'fp4_e2m1', scale 'e8m0'",
+    "nvfp4": "a block format: elements 'fp4_e2m1', scale 'fp8_e4m3fn'",
 }
 
 
 def get_format(name: str) -> Format:
-    """Look up a format by name or common alias ("float32", "half", "bfloat16").
+    """Look up a format by name or alias.
+
+    Canonical names: the keys of :data:`ALL_FORMATS` (fp64, fp32, tf32, fp16, bf16, fp8_e4m3fn,
+    fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0). Aliases
+    (case-insensitive): float64/double/f64, float32/single/f32, float16/half/f16, bfloat16,
+    tensorfloat32, the ml_dtypes / torch / jax dtype names (float8_e4m3fn, float8_e5m2,
+    float8_e4m3fnuz, float8_e5m2fnuz, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn,
+    float8_e8m0fnu) and the short forms e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e2m3, e3m2, e2m1,
+    e8m0fnu. Ambiguous names ("fp8", "e4m3", "mxfp4", ...) are refused.
 
     Raises:
-        ValueError: unknown name (the message lists the known ones).
+        ValueError: unknown or ambiguous name (the message lists the known ones).
     """
-    key = _ALIASES.get(str(name).lower(), str(name).lower())
-    if key not in FORMATS:
-        raise ValueError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
-    return FORMATS[key]
+    key = str(name).lower()
+    key = _ALIASES.get(key, key)
+    if key not in ALL_FORMATS:
+        hint = f" ({_AMBIGUOUS[key]})" if key in _AMBIGUOUS else ""
+        raise ValueError(f"unknown format {name!r}{hint}; known: {', '.join(ALL_FORMATS)}")
+    return ALL_FORMATS[key]
 
 
 def format_of_dtype(dtype) -> Format:
@@ -109,68 +348,152 @@ def format_of_dtype(dtype) -> Format:
     return get_format(name)
 
 
-def round_to_format(x, fmt: Format, mode: str = "RNE") -> np.ndarray:
+# -- rounding -------------------------------------------------------------------------------
+
+
+def _round_integer(s: np.ndarray, mode: str) -> np.ndarray:
+    """Round float64 values to integers (exactly) in ``mode``."""
+    if mode == "RNE":
+        return np.rint(s)
+    if mode == "RZ":
+        return np.trunc(s)
+    if mode == "RD":
+        return np.floor(s)
+    if mode == "RU":
+        return np.ceil(s)
+    a = np.abs(s)  # RNA; a - floor(a) is exact, unlike a + 0.5 near 2^53
+    t = np.floor(a)
+    return np.copysign(t + (a - t >= 0.5), s)
+
+
+def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = None,
+                    flush_subnormals: bool = False) -> np.ndarray:
     """Round float64 values to ``fmt`` in one step, exactly.
+
+    The inputs are float64 values and are taken as exact; a value with more precision than
+    float64 cannot be passed (round it yourself only if one rounding to float64 first is what
+    you mean). The result is the float64 holding the correctly rounded value, so converting it
+    to the format's storage type is exact.
 
     Args:
         x: array-like of float64 values (any shape).
-        fmt: target format; its precision must not exceed 53 bits.
+        fmt: target format; its precision must not exceed 53 bits and its range must lie inside
+            float64's.
         mode: "RNE" (nearest, ties to even), "RNA" (nearest, ties away), "RZ" (toward zero),
-            "RD" (toward -inf), "RU" (toward +inf).
+            "RD" (toward -inf), "RU" (toward +inf). For p = 1 (e8m0) a tie between 2^k and
+            2^(k+1) goes to 2^(k+1) under RNE (the even integer significand at scale 2^k; what
+            ml_dtypes does).
+        overflow: "inf", "nan" or "saturate" (module docstring); None = ``fmt.overflow`` (the
+            format's default: Inf for IEEE-style formats and e5m2, NaN for e4m3fn, the fnuz
+            formats and e8m0, saturation for fp6/fp4). Overflow means the value rounded with an
+            unbounded exponent range exceeds ``fmt.max_finite`` (IEEE 754-2019 section 7.4); so
+            464 rounds to 448 in e4m3fn under RNE (a tie with the unencodable 480, which is odd)
+            and 465 overflows.
+        flush_subnormals: replace results below the smallest normal by a zero of the same sign.
+            Tininess is detected after rounding (IEEE 754-2019 section 7.5): the value is rounded
+            to p bits as if the exponent range were unbounded below, and a nonzero result
+            smaller than ``fmt.min_normal`` becomes zero. No effect on e8m0.
 
     Returns:
-        float64 array of the same shape; each value is exactly representable in ``fmt``.
-        Overflow follows IEEE 754-2019 section 7.4: RNE/RNA give +-Inf; directed modes give
-        +-Inf or the largest finite value depending on direction. NaN and Inf pass through.
+        float64 array of the same shape; each value is exactly representable in ``fmt``, or NaN.
+        NaN inputs give NaN (also for fp6/fp4, which cannot encode it: :func:`encode` and
+        :func:`to_storage` refuse it). Infinite inputs stay infinite under "inf", give NaN
+        under "nan" and +-max_finite under "saturate". Zero results keep the sign of ``x``,
+        except in formats without -0 (fnuz: +0). e8m0: zero, negative values and -Inf give NaN;
+        positive values below 2^-127 give 2^-127 in every mode (there is no zero to round to).
 
     Raises:
-        ValueError: unknown mode.
+        ValueError: unknown mode or policy, or a policy the format cannot express ("inf"
+            without infinities, "nan" without NaN).
     """
     if mode not in ROUNDING_MODES:
         raise ValueError(f"unknown rounding mode {mode!r}; known: {', '.join(ROUNDING_MODES)}")
+    policy = fmt.overflow if overflow is None else overflow
+    _check_policy(fmt, policy)
     x = np.asarray(x, dtype=np.float64)
-    if fmt.p >= 53 and fmt.emin <= -1022:
+    ieee_like = fmt.specials == "ieee" and fmt.signed and fmt.subnormals
+    if (fmt.p >= 53 and fmt.emin <= -1022 and fmt.emax >= 1023 and ieee_like and policy == "inf"
+            and not flush_subnormals):
         return x.copy()
     finite = np.isfinite(x)
     xf = np.where(finite, x, 0.0)
     _, e = np.frexp(xf)  # xf = m * 2^e, m in [0.5, 1)
-    # exponent of the last kept bit: (e - 1) - (p - 1) for normals, emin - (p - 1) below
-    q = np.maximum(e - fmt.p, fmt.emin - fmt.p + 1)
+    # exponent of the last kept bit: (e - 1) - (p - 1); with subnormals never below emin - p + 1
+    q = e - fmt.p
+    flush = flush_subnormals and fmt.subnormals
+    if fmt.subnormals and not flush:
+        q = np.maximum(q, fmt.emin - fmt.p + 1)
     scaled = np.ldexp(xf, -q)  # exact: a power-of-two scaling inside float64 range
-    if mode == "RNE":
-        r = np.rint(scaled)
-    elif mode == "RZ":
-        r = np.trunc(scaled)
-    elif mode == "RD":
-        r = np.floor(scaled)
-    elif mode == "RU":
-        r = np.ceil(scaled)
-    else:  # RNA: |scaled| < 2^p + 1 so adding one half is exact
-        r = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+    r = _round_integer(scaled, mode)
     with np.errstate(over="ignore"):
         out = np.ldexp(r, q)
-    big = np.abs(out) > fmt.max_finite
+    mf = fmt.max_finite
+    big = np.abs(out) > mf
     if big.any():
-        mf = fmt.max_finite
+        neg = np.signbit(x)
         if mode in ("RNE", "RNA"):
-            ov = np.copysign(np.inf, out)
+            outward = np.ones_like(big)
         elif mode == "RZ":
-            ov = np.copysign(mf, out)
-        elif mode == "RD":
-            ov = np.where(out > 0, mf, -np.inf)
+            outward = np.zeros_like(big)
+        elif mode == "RU":
+            outward = ~neg
         else:
-            ov = np.where(out > 0, np.inf, -mf)
-        out = np.where(big, ov, out)
-    out = np.where(finite, out, x)
-    # keep the sign of zero results
-    return np.where(out == 0, np.copysign(0.0, x), out)
+            outward = neg
+        if policy == "saturate":
+            outward = np.zeros_like(big)
+        special = np.inf if policy == "inf" else np.nan
+        ov = np.where(outward, special, mf)
+        out = np.where(big, np.copysign(ov, xf), out)
+    if flush:
+        tiny = (out != 0) & (np.abs(out) < fmt.min_normal)
+        out = np.where(tiny, 0.0, out)
+    if not fmt.subnormals:  # no zero (e8m0): clamp underflow to the smallest value
+        out = np.where(np.abs(out) < fmt.min_normal, np.copysign(fmt.min_normal, xf), out)
+    # zeros keep the sign of x where the format has -0
+    if fmt.has_negative_zero:
+        out = np.where(out == 0, np.copysign(0.0, x), out)
+    else:
+        out = np.where(out == 0, 0.0, out)
+    # non-finite inputs
+    if not finite.all():
+        if policy == "inf":
+            inf_out = x
+        elif policy == "nan":
+            inf_out = np.full_like(x, np.nan)
+        else:
+            inf_out = np.copysign(mf, x)
+        out = np.where(np.isinf(x), inf_out, out)
+        out = np.where(np.isnan(x), np.nan, out)
+    if not fmt.signed:
+        out = np.where(np.signbit(x) | (x == 0), np.nan, out)
+    elif not fmt.subnormals:
+        out = np.where(x == 0, np.nan, out)
+    return _canon_nan(out)
+
+
+def _canon_nan(a: np.ndarray) -> np.ndarray:
+    """NaNs as the positive quiet float64 NaN (so results compare bitwise)."""
+    nan = np.isnan(a)
+    return np.where(nan, np.nan, a) if nan.any() else a
 
 
 def is_representable(x, fmt: Format) -> np.ndarray:
-    """Elementwise: is each float64 value exactly representable in ``fmt`` (NaN and +-Inf count)."""
+    """Elementwise: is each float64 value exactly representable in ``fmt``?
+
+    NaN counts where the format has a NaN, +-Inf where it has infinities; -0 does not count in
+    formats without negative zero (fnuz, e8m0), nor 0 in e8m0.
+    """
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        return (round_to_format(x, fmt, "RNE") == x) | ~np.isfinite(x)
+        r = round_to_format(x, fmt, "RNE", overflow="saturate")
+        ok = (r == x) & np.isfinite(x)
+    if not fmt.has_negative_zero:
+        ok &= ~((x == 0) & np.signbit(x))
+    if fmt.has_nan:
+        ok |= np.isnan(x)
+    if fmt.has_inf:
+        ok |= np.isinf(x)
+    return ok
 
 
 def to_storage(x, fmt: Format) -> np.ndarray:
@@ -178,7 +501,7 @@ def to_storage(x, fmt: Format) -> np.ndarray:
 
     Raises:
         ValueError: some value is not exactly representable (it is never silently re-rounded);
-            the message gives the first offending value.
+            the message gives the first offending value. Also: ``fmt`` has no storage dtype.
     """
     x = np.asarray(x, dtype=np.float64)
     ok = is_representable(x, fmt)
@@ -186,3 +509,139 @@ def to_storage(x, fmt: Format) -> np.ndarray:
         bad = x[~ok].flat[0]
         raise ValueError(f"value {bad!r} is not exactly representable in {fmt.name}")
     return x.astype(fmt.numpy_dtype())
+
+
+# -- bit patterns ---------------------------------------------------------------------------
+
+
+def _uint_dtype(bits: int):
+    for t in (np.uint8, np.uint16, np.uint32, np.uint64):
+        if bits <= 8 * np.dtype(t).itemsize:
+            return np.dtype(t)
+    raise ValueError(f"{bits}-bit formats are not supported")
+
+
+def _layout(fmt: Format):
+    """(m, w, bias) after checking that ``fmt`` has a standard encoding."""
+    m, w, bias = fmt.mantissa_bits, fmt.exponent_bits, fmt.exponent_bias
+    top = (1 << w) - 1 if w >= 1 else 0
+    if fmt.specials == "ieee" or (fmt.specials == "fn" and m == 0):
+        top -= 1  # the all-ones exponent holds only specials
+    ok = w >= 1 and fmt.bits <= 64 and fmt.emax + bias == top
+    ok = ok and fmt.emin == (1 if fmt.subnormals else 0) - bias
+    ok = ok and not (fmt.specials == "ieee" and m == 0)  # Inf and NaN would coincide
+    if not ok:
+        raise ValueError(f"format {fmt.name} has no standard bit encoding")
+    return m, w, bias
+
+
+def _nan_pattern(fmt: Format, m: int, w: int) -> int:
+    if fmt.specials == "ieee":
+        return (((1 << w) - 1) << m) | (1 << (m - 1))  # positive quiet NaN
+    if fmt.specials == "fn":
+        return (1 << (fmt.bits - int(fmt.signed))) - 1  # all ones but the sign
+    if fmt.specials == "fnuz":
+        return 1 << (fmt.bits - 1)
+    raise ValueError(f"{fmt.name} has no NaN encoding")
+
+
+def encode(x, fmt: Format, mode: str | None = None, overflow: str | None = None,
+           flush_subnormals: bool = False) -> np.ndarray:
+    """Bit patterns of float64 values in ``fmt``.
+
+    Layout (most significant first): sign (absent in e8m0), exponent field, trailing significand
+    field; widths in the module docstring. NaN gives the format's canonical NaN (the one
+    ml_dtypes and numpy casts produce): positive quiet NaN for IEEE-style formats (fp32
+    0x7FC00000, fp16 0x7E00, bf16 0x7FC0, e5m2 0x7E), 0x7F for e4m3fn, 0x80 for fnuz, 0xFF for
+    e8m0. NaN sign and payload are not kept.
+
+    Args:
+        x: array-like of float64 values.
+        fmt: the format (bits <= 64, standard encoding).
+        mode: None: every value must be exactly representable (:func:`is_representable`).
+            Otherwise the values are first rounded with :func:`round_to_format` and this mode,
+            ``overflow`` and ``flush_subnormals``.
+
+    Returns:
+        unsigned integer array (uint8 up to 8 bits, uint16, uint32, uint64) of x's shape; fp6
+        and fp4 patterns sit in the low bits of a uint8 (as ml_dtypes stores them).
+
+    Raises:
+        ValueError: a value is not representable (mode None), a NaN for a format without NaN,
+            or a format without a standard encoding.
+    """
+    m, w, bias = _layout(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    if mode is not None:
+        v = round_to_format(x, fmt, mode, overflow, flush_subnormals)
+    else:
+        v = x
+        ok = is_representable(v, fmt) | np.isnan(v)
+        if not ok.all():
+            raise ValueError(f"value {v[~ok].flat[0]!r} is not exactly representable in {fmt.name}")
+    nan = np.isnan(v)
+    if nan.any() and not fmt.has_nan:
+        raise ValueError(f"{fmt.name} has no NaN encoding")
+    inf = np.isinf(v)
+    a = np.where(np.isfinite(v), np.abs(v), 0.0)
+    _, e = np.frexp(a)
+    E = e.astype(np.int64) - 1
+    sub = (a < fmt.min_normal) if fmt.subnormals else np.zeros(a.shape, dtype=bool)
+    biased = np.where(sub, 0, E + bias)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mant = np.where(sub, np.ldexp(a, m - fmt.emin), np.ldexp(a, m - E) - float(1 << m))
+    word = (biased.astype(np.uint64) << np.uint64(m)) | mant.astype(np.uint64)
+    if fmt.signed:
+        sign = np.signbit(v) & ~nan
+        word |= sign.astype(np.uint64) << np.uint64(fmt.bits - 1)
+    if fmt.has_inf:
+        inf_word = np.uint64(((1 << w) - 1) << m) | (np.signbit(v).astype(np.uint64) << np.uint64(fmt.bits - 1))
+        word = np.where(inf, inf_word, word)
+    if fmt.has_nan:
+        word = np.where(nan, np.uint64(_nan_pattern(fmt, m, w)), word)
+    return word.astype(_uint_dtype(fmt.bits))
+
+
+def decode(bits, fmt: Format) -> np.ndarray:
+    """Float64 values of bit patterns of ``fmt`` (exact; every pattern, specials included).
+
+    Args:
+        bits: array-like of non-negative integers below 2^fmt.bits (layout: :func:`encode`).
+
+    Returns:
+        float64 array of the same shape. NaN patterns give NaN; -0 gives -0.0.
+
+    Raises:
+        ValueError: a pattern out of range, or a format without a standard encoding.
+    """
+    m, w, bias = _layout(fmt)
+    b = np.asarray(bits)
+    if b.dtype.kind not in "ui":
+        raise ValueError(f"bit patterns must be integers, not {b.dtype}")
+    if b.dtype.kind == "i" and (b < 0).any():
+        raise ValueError("bit patterns must be non-negative")
+    b = b.astype(np.uint64)
+    if fmt.bits < 64 and (b >> np.uint64(fmt.bits)).any():
+        raise ValueError(f"bit patterns of {fmt.name} are below 2^{fmt.bits}")
+    mant = b & np.uint64((1 << m) - 1)
+    ex = (b >> np.uint64(m)) & np.uint64((1 << w) - 1)
+    exi = ex.astype(np.int64)
+    mf = mant.astype(np.float64)
+    with np.errstate(over="ignore"):  # the all-ones exponent of IEEE formats; replaced below
+        normal = np.ldexp(mf + float(1 << m), exi - bias - m)
+    if fmt.subnormals:
+        val = np.where(ex == 0, np.ldexp(mf, fmt.emin - m), normal)
+    else:
+        val = normal
+    if fmt.signed:
+        sign = (b >> np.uint64(fmt.bits - 1)) & np.uint64(1)
+        val = np.where(sign == 1, -val, val)
+    all_ones = np.uint64((1 << w) - 1)
+    if fmt.specials == "ieee":
+        val = np.where((ex == all_ones) & (mant == 0), np.copysign(np.inf, val), val)
+        val = np.where((ex == all_ones) & (mant != 0), np.nan, val)
+    elif fmt.specials == "fn":
+        val = np.where((ex == all_ones) & (mant == np.uint64((1 << m) - 1)), np.nan, val)
+    elif fmt.specials == "fnuz":
+        val = np.where(b == np.uint64(1 << (fmt.bits - 1)), np.nan, val)
+    return val

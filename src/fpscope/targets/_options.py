@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 
-from ..formats import Format, get_format
+from ..formats import FORMATS, Format, get_format
 from .base import TargetError
 
 #: Memory layouts of the probed operands: C order, Fortran order (2-D operands; a 1-D array is
@@ -41,12 +41,16 @@ def as_format(target: str, dtype) -> Format:
     Raises:
         TargetError: unknown format name.
     """
-    if isinstance(dtype, Format):
-        return dtype
     try:
-        return get_format(str(dtype))
+        fmt = dtype if isinstance(dtype, Format) else get_format(str(dtype))
     except ValueError as exc:
         raise TargetError(f"{target}: {exc}") from None
+    if fmt not in FORMATS.values():
+        # the narrow formats (tf32, fp8, fp6, fp4, e8m0) are matrix-unit inputs: the emulator's
+        # business, not a library reduction's
+        raise TargetError(f"{target}: dtype {fmt.name} is not supported here; use one of "
+                          f"{', '.join(FORMATS)}")
+    return fmt
 
 
 def as_layout(target: str, layout) -> str:
