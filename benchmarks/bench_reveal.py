@@ -68,6 +68,18 @@ def _gemm_c00(n: int):
     return f
 
 
+def _dot_ones(n: int):
+    """np.dot(x, ones): the published probe of a dot product."""
+    y = np.ones(n, dtype=np.float32)
+    return lambda x: np.dot(x, y)
+
+
+def _vecmat_0(n: int):
+    """Output 0 of x @ A with A = ones (n x n): the published probe of a vector-matrix product."""
+    A = np.ones((n, n), dtype=np.float32)
+    return lambda x: (x @ A)[0]
+
+
 def _median_time(fn, repeats: int):
     times, out = [], None
     for _ in range(repeats):
@@ -86,8 +98,8 @@ def main(argv=None) -> int:
     cases = [
         ("np.sum fp32", "numpy.sum", {"n": 1024 if q else 8192}, lambda x: np.sum(x)),
         ("np.sum fp32", "numpy.sum", {"n": 2048 if q else 16384}, lambda x: np.sum(x)),
-        ("np.dot fp32", "numpy.dot", {"n": 1024 if q else 8192}, None),
-        ("x @ A fp32", "numpy.vecmat", {"n": 256 if q else 2048}, None),
+        ("np.dot fp32", "numpy.dot", {"n": 1024 if q else 8192}, _dot_ones(1024 if q else 8192)),
+        ("x @ A fp32", "numpy.vecmat", {"n": 256 if q else 2048}, _vecmat_0(256 if q else 2048)),
         ("matmul K-order fp32", "numpy.matmul", {"n": 128 if q else 512}, _gemm_c00(128 if q else 512)),
         ("matmul K-order fp32", "numpy.matmul", {"n": 256 if q else 1024}, None),
     ]

@@ -112,6 +112,8 @@ class MatrixTarget(LibraryTarget):
         self.M, self.K, self.N = m, k, c
         self.max_rows, self.max_cols = m, c
         self._ones: np.ndarray | None = None
+        self._stage: tuple[np.ndarray, np.ndarray] | None = None
+        self._used = (0, 0)
 
     def _product(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """One call of the op. A: (M, K), B: (K, N), storage dtype, C order.
@@ -158,10 +160,19 @@ class MatrixTarget(LibraryTarget):
                 f"got {Q.shape}"
             )
         r, c = P.shape[0], Q.shape[1]
-        dtype = self.storage_dtype
-        A = np.zeros((self.M, self.K), dtype=dtype)
-        A[:r] = self.as_storage(P)
-        B = np.zeros((self.K, self.N), dtype=dtype)
-        B[:, :c] = self.as_storage(Q)
+        A, B = self._staging()
+        A[:r] = P
+        A[r : self._used[0]] = 0  # rows a previous call filled
+        B[:, :c] = Q
+        B[:, c : self._used[1]] = 0
+        self._used = (r, c)
         out = self._guarded(self._product, A, B)
         return np.array(out[:r, :c], dtype=np.float64)
+
+    def _staging(self):
+        """Reused (M, K) and (K, N) operand buffers (zero outside the rows/columns in use)."""
+        if self._stage is None:
+            dtype = self.storage_dtype
+            self._stage = (np.zeros((self.M, self.K), dtype=dtype), np.zeros((self.K, self.N), dtype=dtype))
+            self._used = (0, 0)
+        return self._stage

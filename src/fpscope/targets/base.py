@@ -13,6 +13,8 @@ the operation on inputs the algorithm chooses, through two calls:
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..formats import Format, to_storage
@@ -66,8 +68,11 @@ class Target:
         """Outputs for each row of X, always one separate call of the op per row."""
         X = self._check(X)
         out = np.empty(X.shape[0], dtype=np.float64)
-        for b in range(X.shape[0]):
-            out[b] = self._guarded(self._call_one, X[b])
+        call = self._call_one
+        with self._errors_reported():
+            for b in range(X.shape[0]):
+                self.calls += 1
+                out[b] = call(X[b])
         return out
 
     def input_buffer(self, rows: int) -> np.ndarray:
@@ -103,10 +108,17 @@ class Target:
             raise TargetError(str(exc)) from None
 
     def _guarded(self, fn, *args):
+        """One counted call of ``fn``; its exceptions become one-line TargetErrors."""
         self.calls += 1
+        with self._errors_reported():
+            return fn(*args)
+
+    @contextlib.contextmanager
+    def _errors_reported(self):
+        """Floating-point warnings off; an exception of the user's op becomes a TargetError."""
         try:
             with np.errstate(all="ignore"):
-                y = fn(*args)
+                yield
         except TargetError:
             raise
         except Exception as exc:  # the user's op raised: report it in one line
@@ -114,7 +126,6 @@ class Target:
             raise TargetError(
                 f"{self.name} raised {type(exc).__name__}: {msg[0] if msg else ''}"
             ) from None
-        return y
 
     def close(self) -> None:
         """Release resources (thread limits, device memory); safe to call twice."""
