@@ -448,9 +448,18 @@ def _write_text(console, record: dict, tree, args) -> None:
         prod = rep.get("products")
         if prod:
             what = {"rounded": "each product rounded, then added", "fma": "an FMA chain"}
-            console.print("products of random A and B: " + what.get(
-                prod["model"], "neither rounded products nor an FMA chain reproduces them (not modelled yet)"),
-                highlight=False)
+            if prod["model"] is None:
+                tried = [what[m] for m in prod["matched"]]
+                if len(tried) == 2:
+                    text = f"neither {tried[0]} nor {tried[1]} reproduces them"
+                else:
+                    text = f"{tried[0] if tried else 'no model'} does not reproduce them"
+                if prod.get("untested"):
+                    text += f" ({' and '.join(prod['untested'])} cannot be replayed for this accumulator)"
+                text += "; not modelled yet"
+            else:
+                text = what[prod["model"]]
+            console.print(f"products of random A and B: {text}", highlight=False)
     else:
         console.print("replay: skipped (--samples 0)", highlight=False)
     if args.record:

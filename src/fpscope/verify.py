@@ -123,7 +123,8 @@ def product_rounding(target: Target, tree: SumTree, acc: Format, samples: int, r
     mixes them, or rounds differently; issue 4's probes characterise it).
 
     Returns:
-        {"model": str or None, "samples": int, "matched": {model: count}}.
+        {"model": str or None, "samples": int, "matched": {model: count}, "untested": [models
+        that cannot be replayed here, e.g. "fma" with an fp64 accumulator]}.
     """
     R = max(1, min(target.max_rows, samples))
     C = max(1, min(target.max_cols, -(-samples // R)))
@@ -132,13 +133,14 @@ def product_rounding(target: Target, tree: SumTree, acc: Format, samples: int, r
     Q = random_inputs("normal", (C, n), fin, rng)
     got = np.asarray(target.evaluate_outer(P, Q.T), dtype=np.float64).reshape(-1)
     A, B = np.repeat(P, C, axis=0), np.tile(Q, (R, 1))
-    matched, model = {}, None
+    matched, model, untested = {}, None, []
     for name, fma in (("rounded", False), ("fma", True)):
         try:
             want = replay_dot(tree, A, B, acc, target.out_format, fma=fma)
-        except ValueError:
+        except ValueError:  # e.g. FMA replay of an fp64 accumulator
+            untested.append(name)
             continue
         matched[name] = int(((got == want) | (np.isnan(got) & np.isnan(want))).sum())
         if matched[name] == len(got) and model is None:
             model = name
-    return {"model": model, "samples": int(len(got)), "matched": matched}
+    return {"model": model, "samples": int(len(got)), "matched": matched, "untested": untested}
