@@ -447,7 +447,7 @@ def _write_text(console, record: dict, tree, args) -> None:
                       f"{rep['matched']}/{rep['samples']} outputs {state}", highlight=False)
         prod = rep.get("products")
         if prod:
-            what = {"rounded": "each product rounded, then added", "fma": "an FMA chain"}
+            what = {"rounded": "rounded products", "fma": "an FMA chain"}
             if prod["model"] is None:
                 tried = [what[m] for m in prod["matched"]]
                 if len(tried) == 2:
@@ -458,7 +458,8 @@ def _write_text(console, record: dict, tree, args) -> None:
                     text += f" ({' and '.join(prod['untested'])} cannot be replayed for this accumulator)"
                 text += "; not modelled yet"
             else:
-                text = what[prod["model"]]
+                text = {"rounded": "each product rounded, then added",
+                        "fma": "an FMA chain (each product fused into the running sum)"}[prod["model"]]
             console.print(f"products of random A and B: {text}", highlight=False)
     else:
         console.print("replay: skipped (--samples 0)", highlight=False)
