@@ -1,0 +1,248 @@
+"""Profiles: the node arithmetic of one matrix-unit instruction (NUMERICS.md section 2).
+
+A :class:`Profile` holds the parameters of the fused dot-product-add ("T-FDPA") of one
+tensor-core instruction: ``d = rho(sum_i a_i * b_i + c)`` over blocks of ``block_size``
+products, ``k / block_size`` blocks chained (the rounded result of a block is the ``c`` of the
+next). :mod:`fpscope.emulate.reference` evaluates a profile exactly.
+
+Convention for ``frac_bits`` (F): a product's significand ``s_a * s_b`` lies in [0, 4) (two
+integer bits) and its exponent is ``e_a + e_b``; c's significand lies in [1, 2) with exponent
+``e_c``. ``e_max`` is the largest of these exponents, and every term is cut at weight
+``2^(e_max - F)``: the window holds F fraction bits below ``2^e_max`` plus the two integer bits,
+so F = 24 on Ampere is a 26-bit window. (This is the convention under which the recorded
+hardware outputs in shared/data/hw-vectors reproduce bit for bit; see tests/test_hw_vectors.py.)
+
+JSON schema "fpscope.profile/1": an object with "schema" and exactly the dataclass fields;
+``step_rounding`` and ``output_rounding`` are ``[format, mode]`` pairs (or null).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+from .formats import ROUNDING_MODES, Format, get_format
+
+SCHEMA = "fpscope.profile/1"
+
+#: The fp8 accumulator of Ada/Hopper tensor cores: fp32 range, 13 fraction bits ("FP22").
+E8M13 = Format("e8m13", 14, -126, 127)
+
+_EXTRA_FORMATS = {"e8m13": E8M13}
+
+ALIGNMENTS = ("truncate", "floor", "nearest")
+STATUSES = ("validated", "experimental")
+OPERAND_CONVERSIONS = ("truncate", "round")
+
+
+def resolve_format(name: str) -> Format:
+    """A format by name: the names of :func:`fpscope.formats.get_format` plus "e8m13"."""
+    key = str(name).lower()
+    if key in _EXTRA_FORMATS:
+        return _EXTRA_FORMATS[key]
+    return get_format(key)
+
+
+def _check_rounding(field: str, value) -> None:
+    if not (isinstance(value, tuple) and len(value) == 2):
+        raise ValueError(f"{field} must be a (format, mode) pair, not {value!r}")
+    resolve_format(value[0])
+    if value[1] not in ROUNDING_MODES:
+        raise ValueError(f"{field}: unknown rounding mode {value[1]!r}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Node arithmetic of one matrix-unit instruction.
+
+    Attributes:
+        name: preset key ("ampere-fp16", ...).
+        arch: architecture ("volta", "turing", "ampere", "ada", "hopper", ...).
+        in_format: name of the a/b operand format.
+        out_format: name of the c/d format ("fp32" or "fp16").
+        block_size: L, products per fused step.
+        k: products per instruction; ``k // block_size`` steps are chained.
+        frac_bits: F, fraction bits kept below ``2^e_max`` (module docstring for the convention).
+        alignment: how each term is cut at ``2^(e_max - F)``: "truncate" (magnitude toward zero),
+            "floor" (toward -inf, AMD CDNA3), "nearest" (ties to even).
+        e_zero: exponent a zero term (zero product, zero c) takes in the max; None = zeros are
+            left out of the max.
+        step_rounding: (format, mode) of rho, the rounding of every fused step.
+        output_rounding: (format, mode) applied after the last step, or None. The validated
+            fp16-output presets (Ada fp8 included) round every step straight to fp16 RNE
+            (step_rounding ("fp16", "RNE"), no output_rounding): the recorded Ada E4M3/E5M2
+            fp16 outputs match that and not RZ-E8M13 followed by RNE-FP16. The experimental
+            Hopper fp8 fp16-output presets use RZ-E8M13 steps then RNE-FP16 (not reproduced).
+        flush_inputs: subnormal a, b, c are read as zero.
+        flush_outputs: subnormal step results become zero.
+        nan_bits: canonical NaN bit pattern of the output format.
+        neg_zero_to_pos: a -0 result is returned as +0.
+        operand_conversion: how fp32 operands not representable in a tf32 in_format are reduced
+            ("truncate" or "round" = nearest, ties away); None for other input formats.
+        status: "validated" (reproduces recorded hardware outputs bit for bit) or "experimental".
+        evidence: the data that reproduces it (empty while experimental).
+    """
+
+    name: str
+    arch: str
+    in_format: str
+    out_format: str
+    block_size: int
+    k: int
+    frac_bits: int
+    alignment: str = "truncate"
+    e_zero: int | None = None
+    step_rounding: tuple = ("fp32", "RZ")
+    output_rounding: tuple | None = None
+    flush_inputs: bool = False
+    flush_outputs: bool = False
+    nan_bits: int = 0x7FFFFFFF
+    neg_zero_to_pos: bool = True
+    operand_conversion: str | None = None
+    status: str = "experimental"
+    evidence: str = ""
+
+    def __post_init__(self):
+        if isinstance(self.step_rounding, list):
+            object.__setattr__(self, "step_rounding", tuple(self.step_rounding))
+        if isinstance(self.output_rounding, list):
+            object.__setattr__(self, "output_rounding", tuple(self.output_rounding))
+        for f in ("name", "arch", "in_format", "out_format", "status", "evidence"):
+            if not isinstance(getattr(self, f), str):
+                raise ValueError(f"{f} must be a string")
+        resolve_format(self.in_format)
+        resolve_format(self.out_format)
+        for f in ("block_size", "k", "frac_bits", "nan_bits"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ValueError(f"{f} must be an integer, not {v!r}")
+        if self.block_size < 1 or self.k < 1 or self.k % self.block_size:
+            raise ValueError(f"k ({self.k}) must be a positive multiple of block_size "
+                             f"({self.block_size})")
+        if self.alignment not in ALIGNMENTS:
+            raise ValueError(f"unknown alignment {self.alignment!r}; known: {ALIGNMENTS}")
+        if self.e_zero is not None and (not isinstance(self.e_zero, int)
+                                        or isinstance(self.e_zero, bool)):
+            raise ValueError("e_zero must be an integer or None")
+        _check_rounding("step_rounding", self.step_rounding)
+        if self.output_rounding is not None:
+            _check_rounding("output_rounding", self.output_rounding)
+        for f in ("flush_inputs", "flush_outputs", "neg_zero_to_pos"):
+            if not isinstance(getattr(self, f), bool):
+                raise ValueError(f"{f} must be a boolean")
+        if self.operand_conversion not in (None, *OPERAND_CONVERSIONS):
+            raise ValueError(f"unknown operand_conversion {self.operand_conversion!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; known: {STATUSES}")
+
+    @property
+    def stages(self) -> int:
+        return self.k // self.block_size
+
+    def replace(self, **changes) -> "Profile":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = {"schema": SCHEMA}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            d[f.name] = list(v) if isinstance(v, tuple) else v
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Profile":
+        if not isinstance(d, dict):
+            raise ValueError("a profile is a JSON object")
+        schema = d.get("schema")
+        if schema != SCHEMA:
+            raise ValueError(f"unknown profile schema {schema!r}; this version reads {SCHEMA!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names - {"schema"})
+        if unknown:
+            raise ValueError(f"unknown profile fields: {', '.join(unknown)}")
+        try:
+            return cls(**{key: v for key, v in d.items() if key != "schema"})
+        except TypeError as exc:  # missing required fields
+            raise ValueError(str(exc)) from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "Profile":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        return cls.from_dict(d)
+
+
+def _p(name, arch, in_format, L, k, F, e_zero, out="fp32", step=("fp32", "RZ"), **kw):
+    if out == "fp16":
+        kw.setdefault("nan_bits", 0x7FFF)
+    if in_format == "tf32":
+        kw.setdefault("operand_conversion", "truncate")
+    return Profile(name=name, arch=arch, in_format=in_format, out_format=out, block_size=L, k=k,
+                   frac_bits=F, e_zero=e_zero, step_rounding=step, **kw)
+
+
+_FP16 = ("fp16", "RNE")
+_E8M13 = ("e8m13", "RZ")
+
+#: Profiles from the NUMERICS.md section 2 table. ``k`` is the number of products of the
+#: instruction form the presets model (the recorded hardware vectors use the same k).
+PRESETS: dict[str, Profile] = {p.name: p for p in (
+    _p("volta-fp16", "volta", "fp16", 4, 4, 23, -131),
+    _p("volta-fp16-fp16out", "volta", "fp16", 4, 4, 23, -20, out="fp16", step=_FP16),
+    _p("turing-fp16", "turing", "fp16", 8, 8, 24, -132),
+    _p("turing-fp16-fp16out", "turing", "fp16", 8, 8, 24, -21, out="fp16", step=_FP16),
+    _p("ampere-fp16", "ampere", "fp16", 8, 16, 24, -132),
+    _p("ampere-fp16-fp16out", "ampere", "fp16", 8, 16, 24, -21, out="fp16", step=_FP16),
+    _p("ampere-bf16", "ampere", "bf16", 8, 16, 24, -132),
+    _p("ampere-tf32", "ampere", "tf32", 4, 8, 24, -132),
+    _p("ada-fp16", "ada", "fp16", 8, 16, 24, -132),
+    _p("ada-fp16-fp16out", "ada", "fp16", 8, 16, 24, -21, out="fp16", step=_FP16),
+    _p("ada-bf16", "ada", "bf16", 8, 16, 24, -132),
+    _p("ada-tf32", "ada", "tf32", 4, 8, 24, -132),
+    _p("ada-e4m3", "ada", "fp8_e4m3fn", 16, 32, 13, -132, step=_E8M13),
+    _p("ada-e4m3-fp16out", "ada", "fp8_e4m3fn", 16, 32, 13, -132, out="fp16", step=_FP16),
+    _p("ada-e5m2", "ada", "fp8_e5m2", 16, 32, 13, -132, step=_E8M13),
+    _p("ada-e5m2-fp16out", "ada", "fp8_e5m2", 16, 32, 13, -132, out="fp16", step=_FP16),
+    _p("hopper-fp16", "hopper", "fp16", 16, 16, 25, -133),
+    _p("hopper-fp16-fp16out", "hopper", "fp16", 16, 16, 25, -22, out="fp16", step=_FP16),
+    _p("hopper-bf16", "hopper", "bf16", 16, 16, 25, -133),
+    _p("hopper-tf32", "hopper", "tf32", 8, 8, 25, -133),
+    _p("hopper-e4m3", "hopper", "fp8_e4m3fn", 32, 32, 13, -133, step=_E8M13),
+    _p("hopper-e4m3-fp16out", "hopper", "fp8_e4m3fn", 32, 32, 13, -133, out="fp16",
+       step=_E8M13, output_rounding=_FP16),
+    _p("hopper-e5m2", "hopper", "fp8_e5m2", 32, 32, 13, -133, step=_E8M13),
+    _p("hopper-e5m2-fp16out", "hopper", "fp8_e5m2", 32, 32, 13, -133, out="fp16",
+       step=_E8M13, output_rounding=_FP16),
+)}
+
+
+#: The recorded set (shared/data/hw-vectors) each preset reproduces bit for bit.
+_EVIDENCE = {
+    "volta-fp16": "V100/fp16 d_fp32", "volta-fp16-fp16out": "V100/fp16 d_fp16",
+    "ampere-fp16": "A100/fp16 d_fp32", "ampere-fp16-fp16out": "A100/fp16 d_fp16",
+    "ampere-bf16": "A100/bf16 d_fp32", "ampere-tf32": "A100/tf32 d_fp32",
+    "ada-fp16": "Ada/fp16 d_fp32", "ada-fp16-fp16out": "Ada/fp16 d_fp16",
+    "ada-bf16": "Ada/bf16 d_fp32", "ada-tf32": "Ada/tf32 d_fp32",
+    "ada-e4m3": "Ada/E4M3 d_fp32", "ada-e4m3-fp16out": "Ada/E4M3 d_fp16",
+    "ada-e5m2": "Ada/E5M2 d_fp32", "ada-e5m2-fp16out": "Ada/E5M2 d_fp16",
+    "hopper-fp16": "H100/fp16 d_fp32", "hopper-fp16-fp16out": "H100/fp16 d_fp16",
+    "hopper-bf16": "H100/bf16 d_fp32", "hopper-tf32": "H100/tf32 d_fp32",
+    "hopper-e4m3": "H100/E4M3 d_fp32", "hopper-e5m2": "H100/E5M2 d_fp32",
+}
+for _name, _set in _EVIDENCE.items():
+    PRESETS[_name] = PRESETS[_name].replace(status="validated",
+                                            evidence=f"hw-vectors {_set}: 5000/5000")
+del _name, _set
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PRESETS)}") from None

@@ -1,0 +1,177 @@
+"""Hand-made cases with known answers for the reference engine and the Profile schema."""
+
+import json
+import math
+
+import pytest
+
+from fpscope.emulate import fdpa, output_bits
+from fpscope.profile import PRESETS, SCHEMA, Profile, get_profile
+
+
+def pad(xs, k):
+    return list(xs) + [0.0] * (k - len(xs))
+
+
+def run(name_or_profile, a, b, c):
+    p = get_profile(name_or_profile) if isinstance(name_or_profile, str) else name_or_profile
+    return fdpa(pad(a, p.k), pad(b, p.k), c, p)
+
+
+# -- NUMERICS.md one-shot fingerprint ---------------------------------------------------------
+
+FP_A = [-2.0**13, -0.5, -0.25, -0.125]
+FP_B = [2.0**10, 1.0, 1.0, 1.0]
+FINGERPRINT = {
+    "volta-fp16": 0.0, "turing-fp16": -0.5, "ampere-fp16": -0.5, "ada-fp16": -0.5,
+    "ampere-bf16": -0.5, "ada-bf16": -0.5, "hopper-fp16": -0.75, "hopper-bf16": -0.75,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FINGERPRINT))
+def test_fingerprint(name):
+    d = run(name, FP_A, FP_B, 2.0**23)
+    assert d == FINGERPRINT[name]
+    if d == 0:
+        assert math.copysign(1.0, d) > 0  # the Volta 0 is +0
+
+
+# -- cases/README.md C9: the 13-bit fp8 accumulator --------------------------------------------
+
+@pytest.mark.parametrize("name", ["ada-e4m3", "hopper-e4m3", "ada-e5m2", "hopper-e5m2"])
+def test_c9a_zero_products_keep_13_bits_of_c(name):
+    c = 1.0 + 2.0**-20
+    assert run(name, [], [], c) == 1.0
+    wide = get_profile(name).replace(frac_bits=25, step_rounding=("fp32", "RZ"))
+    assert run(wide, [], [], c) == c
+
+
+@pytest.mark.parametrize("name", ["ada-e4m3", "hopper-e4m3"])
+def test_c9b_small_product_below_the_window(name):
+    a, b = [448.0, 2.0**-6], [1.0, 2.0**-3]
+    assert run(name, a, b, 0.0) == 448.0
+    wide = get_profile(name).replace(frac_bits=25, step_rounding=("fp32", "RZ"))
+    assert run(wide, a, b, 0.0) == 448.001953125
+
+
+# -- chaining, alignment, operands ----------------------------------------------------------
+
+def test_chained_blocks_round_between_steps():
+    # block 1: 2^24 + 1 -> RZ-fp32 2^24; block 2: 2^24 + 1 -> 2^24. One block of 16: 2^24 + 2.
+    a = [2.0**12, 1.0] + [0.0] * 6 + [1.0] + [0.0] * 7
+    b = [2.0**12, 1.0] + [0.0] * 6 + [1.0] + [0.0] * 7
+    ampere = get_profile("ampere-fp16")
+    assert fdpa(a, b, 0.0, ampere) == 2.0**24
+    assert fdpa(a, b, 0.0, ampere.replace(block_size=16)) == 2.0**24 + 2
+
+
+def test_alignment_modes():
+    # Hopper window at 2^(23-25) = 0.25: -0.125 is cut to 0 (truncate) or -0.25 (floor);
+    # -0.375 = -1.5 quanta goes to -2 quanta under nearest-even. fp32 ulp below 2^23 is 0.5.
+    p = get_profile("hopper-fp16")
+    a, b, c = [-0.125], [1.0], 2.0**23
+    assert run(p, a, b, c) == 2.0**23
+    assert run(p.replace(alignment="floor"), a, b, c) == 2.0**23 - 0.5  # RZ of 2^23 - 0.25
+    assert run(p, [-0.375], [1.0], c) == 2.0**23 - 0.5  # truncate: -0.25, RZ
+    assert run(p.replace(alignment="nearest"), [-0.375], [1.0], c) == 2.0**23 - 0.5  # -0.5
+    assert run(p.replace(alignment="nearest"), [-0.625], [1.0], c) == 2.0**23 - 0.5  # -2.5 -> -2
+
+
+def test_tf32_operand_conversion():
+    p = get_profile("ampere-tf32")
+    assert p.operand_conversion == "truncate"
+    assert run(p, [1024.5], [1.0], 0.0) == 1024.0
+    assert run(p.replace(operand_conversion="round"), [1024.5], [1.0], 0.0) == 1025.0
+
+
+def test_subnormal_inputs():
+    assert run("ampere-fp16", [2.0**-24], [1.0], 0.0) == 2.0**-24  # fp16 subnormal operand
+    assert run("ampere-bf16", [2.0**-126], [2.0**-10], 0.0) == 2.0**-136  # fp32 subnormal d
+    flushing = get_profile("ampere-fp16").replace(flush_inputs=True)
+    assert run(flushing, [2.0**-24], [1.0], 0.0) == 0.0
+
+
+def test_not_representable_input_is_refused():
+    with pytest.raises(ValueError):
+        run("ampere-fp16", [1.0 + 2.0**-12], [1.0], 0.0)
+
+
+# -- special values ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a,b,c", [
+    ([math.inf], [0.0], 0.0),                    # Inf * 0
+    ([math.inf, math.inf], [1.0, -1.0], 0.0),    # Inf - Inf
+    ([math.inf], [1.0], -math.inf),              # Inf - Inf through c
+    ([math.nan], [1.0], 0.0),                    # NaN operand
+    ([1.0], [1.0], math.nan),                    # NaN c
+])
+def test_nan_results(a, b, c):
+    p = get_profile("ampere-bf16")
+    d = run(p, a, b, c)
+    assert math.isnan(d)
+    assert output_bits(d, p) == 0x7FFFFFFF
+
+
+def test_infinities_propagate():
+    assert run("ampere-bf16", [-math.inf, 2.0], [2.0, 1.0], 1.0) == -math.inf
+    p = get_profile("ampere-fp16-fp16out")
+    d = run(p, [1.0], [math.inf], 0.0)
+    assert d == math.inf and output_bits(d, p) == 0x7C00
+    assert output_bits(run(p, [math.inf], [0.0], 0.0), p) == 0x7FFF
+
+
+def test_negative_zero_becomes_positive_zero():
+    for name in ("ampere-fp16", "hopper-e4m3", "volta-fp16-fp16out"):
+        p = get_profile(name)
+        d = run(p, [-0.0], [1.0], -0.0)
+        assert d == 0 and output_bits(d, p) == 0
+        d = run(p, [1.0, -1.0], [1.0, 1.0], -0.0)  # exact cancellation
+        assert output_bits(d, p) == 0
+
+
+def test_overflow_is_inf_even_under_rz():
+    big = 2.0**127
+    d = run("ampere-bf16", [big, big], [1.5, 1.5], 0.0)
+    assert d == math.inf
+    assert run("ampere-bf16", [big, big], [-1.5, -1.5], 0.0) == -math.inf
+    # below 2^128 RZ stays finite: 2^127 * 1.9921875 truncates to a finite fp32
+    assert math.isfinite(run("ampere-bf16", [big], [1.9921875], 0.0))
+    # fp16 output, RNE: 65504 + 16 rounds to Inf
+    assert run("ampere-fp16-fp16out", [65504.0, 16.0], [1.0, 1.0], 0.0) == math.inf
+
+
+# -- Profile schema ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_profile_json_round_trip(name):
+    p = PRESETS[name]
+    text = p.to_json()
+    assert json.loads(text)["schema"] == SCHEMA
+    assert Profile.from_json(text) == p
+
+
+def test_profile_refuses_unknown_schema_and_fields():
+    d = json.loads(PRESETS["ampere-fp16"].to_json())
+    with pytest.raises(ValueError, match="schema"):
+        Profile.from_json(json.dumps({**d, "schema": "fpscope.profile/2"}))
+    with pytest.raises(ValueError, match="schema"):
+        Profile.from_json(json.dumps({k: v for k, v in d.items() if k != "schema"}))
+    with pytest.raises(ValueError, match="unknown profile fields"):
+        Profile.from_json(json.dumps({**d, "carry_bits": 3}))
+    with pytest.raises(ValueError):
+        Profile.from_json(json.dumps({**d, "alignment": "sideways"}))
+    with pytest.raises(ValueError):
+        Profile.from_json(json.dumps({**d, "k": 12}))  # not a multiple of block_size 8
+    with pytest.raises(ValueError):
+        Profile.from_json(json.dumps({**d, "step_rounding": ["fp32", "RX"]}))
+    with pytest.raises(ValueError):
+        Profile.from_json("not json")
+
+
+def test_presets_cover_the_brief():
+    for name in ("volta-fp16", "volta-fp16-fp16out", "turing-fp16", "ampere-fp16", "ampere-bf16",
+                 "ampere-tf32", "ada-fp16", "ada-bf16", "ada-tf32", "ada-e4m3", "ada-e5m2",
+                 "hopper-fp16", "hopper-bf16", "hopper-tf32", "hopper-e4m3", "hopper-e5m2"):
+        assert name in PRESETS
+    for p in PRESETS.values():
+        assert (p.status == "validated") == bool(p.evidence)
