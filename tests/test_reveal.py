@@ -13,7 +13,7 @@ from families import (
 )
 from fpscope.formats import BF16, FP16, FP32, FP64
 from fpscope.masks import Mask, MaskError, choose_mask
-from fpscope.reveal import Prober, RevealError, fprev, lca_sizes_of_tree, reveal
+from fpscope.reveal import RevealError, lca_sizes_of_tree, reveal
 from fpscope.targets.base import Target
 from fpscope.targets.simulated import SimulatedMatmul, SimulatedSum
 from fpscope.tree import SumTree

@@ -203,7 +203,6 @@ def cmd_sweep(args) -> int:
     from rich.console import Console
 
     from .targets.base import TargetError
-    from rich.table import Table
 
     from .summary import summarize
     from .sweep import sweep
@@ -328,7 +327,7 @@ def cmd_reveal(args) -> int:
     if fmt == "json":
         _emit(dumps(record), args)
     elif fmt in ("svg", "png", "dot"):
-        from .render import render, render_bytes, to_dot
+        from .render import render, to_dot
 
         if args.output:
             render(res.tree, args.output, fmt, overwrite=args.force)

@@ -437,7 +437,7 @@ def fprev(
             result[tid] = int(mem[0])
             continue
         running: object = t["pivot"]
-        size = count = 1
+        count = 1
         for L, child in t["groups"]:
             if child < 0:  # a single leaf, encoded as -1 - leaf
                 sub, g = -1 - child, 1
