@@ -7,6 +7,10 @@ from .reference import fdpa, fdpa_block, output_bits
 
 __all__ = ["fdpa", "fdpa_block", "output_bits"]
 
+from .vectorized import fdpa_batch, matmul  # the vectorised engine
+
+__all__ += ["fdpa_batch", "matmul"]
+
 
 # -- recorded hardware vectors (shared/data/hw-vectors; read in place, never copied) ---------
 

@@ -1,0 +1,312 @@
+"""The vectorised engine: the reference engine's arithmetic over many instructions at once.
+
+Same steps, same results, bit for bit, as :mod:`fpscope.emulate.reference` (the oracle; see its
+docstring and NUMERICS.md section 2), evaluated with numpy over a batch of instructions:
+
+* operands are decoded with ``np.frexp`` / ``np.ldexp`` to (sign, integer significand S,
+  exponent e of the leading bit position; subnormals keep ``e = emin``);
+* products are exact int64 significands ``S_a * S_b`` (at most 2 * 11 bits here) with leading
+  exponent ``e_a + e_b``; a zero term takes ``profile.e_zero`` in the max (None: left out);
+* every term is cut at weight ``2^(e_max - F)`` with int64 shifts ("truncate": the magnitude
+  toward zero; "floor": two's-complement floor; "nearest": ties to even on the magnitude);
+* the cut terms are summed in int64; after alignment each term is an integer multiple of
+  ``2^(e_max - F)`` of magnitude at most ``2^(e_max + 2)`` (c: ``2^(e_max + 1)``), so a block
+  of L products plus c is an integer of at most ``F + 2 + log2(L + 1)`` bits. Where that is at
+  most 53 bits (every preset; :func:`check_exact` refuses other profiles) the sum converts to
+  float64 exactly, as the reference's ``math.ldexp(total, lsb)`` does;
+* rho is :func:`fpscope.formats.round_to_format` with the reference's rules: +-Inf when
+  ``|x| >= 2^(emax + 1)`` in every mode (RZ included), ``-0 -> +0`` (``neg_zero_to_pos``), an
+  exact zero sum is -0 only when every term (zero terms included) is negative;
+* NaN / Inf operands follow the reference's ``_special``: NaN if any operand is NaN, Inf * 0,
+  or Infs of both signs meet (c included); otherwise the Inf.
+
+``k / block_size`` blocks chain as in the reference: the rounded result of a block is the c of
+the next, decoded in the step format (the first c in the output format);
+``profile.output_rounding`` is applied after the last block.
+
+:func:`matmul` runs a whole GEMM: the K loop walks k-chunks in order, each instruction's d is
+the next instruction's c.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..formats import FP32, Format, is_representable, round_to_format
+from ..profile import Profile, resolve_format
+
+__all__ = ["check_exact", "fdpa_batch", "matmul"]
+
+_SENT = -(1 << 30)  # "no exponent" (a zero term when e_zero is None)
+_MAX_SHIFT = 62  # right shifts past this give the same result on significands below 2^62
+
+
+def check_exact(profile: Profile) -> None:
+    """Raise ValueError unless a block's aligned sum fits float64 exactly.
+
+    The condition is ``F + 2 + log2(L + 1) <= 53`` (module docstring); true for every preset.
+    """
+    bits = profile.frac_bits + 2 + math.log2(profile.block_size + 1)
+    if bits > 53:
+        raise ValueError(
+            f"{profile.name}: F + 2 + log2(L + 1) = {bits:.2f} > 53 bits; the vectorised engine "
+            f"cannot sum a block of {profile.block_size} terms exactly (use the reference engine)")
+    fin = resolve_format(profile.in_format)
+    if 2 * fin.p > 62:
+        raise ValueError(f"{profile.name}: {fin.name} products do not fit int64")
+
+
+class _Dec:
+    """Decoded operands: neg (sign bit), S (int64 significand), e (int64 leading exponent)."""
+
+    __slots__ = ("S", "e", "neg", "raw")
+
+    def __init__(self, raw, neg, S, e):
+        self.raw, self.neg, self.S, self.e = raw, neg, S, e
+
+    def __getitem__(self, idx):
+        return _Dec(self.raw[idx], self.neg[idx], self.S[idx], self.e[idx])
+
+
+def _decode(x: np.ndarray, fmt: Format, flush: bool) -> _Dec:
+    """Vectorised ``reference._decode``; non-finite values decode as zero (handled apart).
+
+    ``|x| = S * 2^(e - (p - 1))``, ``e = max(exponent, emin)``. x must be representable in
+    ``fmt`` as far as precision goes (checked by the callers).
+    """
+    fin = np.isfinite(x)
+    ax = np.where(fin, np.abs(x), 0.0)
+    _, e2 = np.frexp(ax)
+    e2 = e2.astype(np.int64) - 1
+    e = np.maximum(e2, fmt.emin)
+    S = np.ldexp(ax, (fmt.p - 1 - e)).astype(np.int64)
+    if flush:
+        S = np.where((ax != 0) & (e2 < fmt.emin), 0, S)
+    return _Dec(x, np.signbit(x), S, e)
+
+
+def _cut(n: np.ndarray, shift: np.ndarray, neg: np.ndarray, alignment: str) -> np.ndarray:
+    """Signed ``(-1)^neg * n * 2^shift`` cut to an integer (vectorised ``reference._cut``)."""
+    left = np.left_shift(n, np.clip(shift, 0, _MAX_SHIFT))
+    d = np.clip(-shift, 0, _MAX_SHIFT)
+    if alignment == "floor":
+        signed = np.where(neg, -n, n)
+        return np.where(shift >= 0, np.where(neg, -left, left), np.right_shift(signed, d))
+    q = np.right_shift(n, d)
+    if alignment == "nearest":
+        dm = np.maximum(d, 1)
+        r = n & (np.left_shift(np.int64(1), dm) - 1)
+        half = np.left_shift(np.int64(1), dm - 1)
+        up = (d > 0) & ((r > half) | ((r == half) & ((q & 1) == 1)))
+        q = q + up
+    mag = np.where(shift >= 0, left, q)
+    return np.where(neg, -mag, mag)
+
+
+def _rho(x: np.ndarray, rounding: tuple, profile: Profile) -> np.ndarray:
+    """Vectorised ``reference._rho``."""
+    fmt = resolve_format(rounding[0])
+    with np.errstate(invalid="ignore"):
+        big = np.abs(x) >= math.ldexp(1.0, fmt.emax + 1)
+    r = round_to_format(np.where(big, 0.0, x), fmt, rounding[1], overflow="inf",
+                        flush_subnormals=profile.flush_outputs)
+    r = np.where(big, np.copysign(np.inf, x), r)
+    if profile.neg_zero_to_pos:
+        r = np.where(r == 0, 0.0, r)
+    return r
+
+
+def _specials(ar, br, c):
+    """(nan mask, inf mask, inf value) of blocks with non-finite operands (reference._special)."""
+    pnan = np.isnan(ar) | np.isnan(br)
+    ainf, binf = np.isinf(ar), np.isinf(br)
+    pinf = ainf | binf
+    inf0 = (ainf & (br == 0)) | (binf & (ar == 0))
+    pneg = np.signbit(ar) ^ np.signbit(br)
+    pos = np.any(pinf & ~pneg, axis=-1) | (c == np.inf)
+    neg = np.any(pinf & pneg, axis=-1) | (c == -np.inf)
+    nan = np.isnan(c) | np.any(pnan | inf0, axis=-1) | (pos & neg)
+    inf = ~nan & (pos | neg)
+    return nan, inf, np.where(pos, np.inf, -np.inf)
+
+
+def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin: Format,
+           finite: bool) -> np.ndarray:
+    """One fused step over broadcastable decoded operands (..., L) and c (...)."""
+    n = A.S * B.S
+    pneg = A.neg ^ B.neg
+    pzero = n == 0
+    ez = _SENT if profile.e_zero is None else profile.e_zero
+    lead = A.e + B.e
+    plead = np.where(pzero, ez, lead)
+    C = _decode(c, c_fmt, profile.flush_inputs)
+    czero = C.S == 0
+    clead = np.where(czero, ez, C.e)
+    emax = np.maximum(plead.max(axis=-1), clead)
+    lsb = emax - profile.frac_bits
+    pshift = lead - 2 * (fin.p - 1) - lsb[..., None]
+    cshift = C.e - (c_fmt.p - 1) - lsb
+    total = (_cut(n, pshift, pneg, profile.alignment).sum(axis=-1)
+             + _cut(C.S, cshift, C.neg, profile.alignment))
+    allneg = np.all(pneg, axis=-1) & C.neg
+    x = np.ldexp(total.astype(np.float64), np.maximum(lsb, -2000))
+    x = np.where(total == 0, np.where(allneg, -0.0, 0.0), x)
+    d = _rho(x, profile.step_rounding, profile)
+    if profile.e_zero is None:
+        nothing = np.all(pzero, axis=-1) & czero
+        if nothing.any():
+            zero = 0.0 if profile.neg_zero_to_pos else np.copysign(0.0, c)
+            d = np.where(nothing, zero, d)
+    if not finite:
+        nan, inf, infval = _specials(A.raw, B.raw, c)
+        d = np.where(inf, infval, d)
+        d = np.where(nan, np.nan, d)
+    return d
+
+
+def _check_values(x: np.ndarray, fmt: Format, what: str) -> None:
+    ok = is_representable(x, fmt)
+    if not ok.all():
+        idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+        raise ValueError(f"{what}[{', '.join(map(str, idx))}] = {x[idx]!r} is not exactly "
+                         f"representable in {fmt.name} (values are never re-rounded)")
+
+
+def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
+    """Validated float64 operands (tf32 profiles: fp32 values reduced per operand_conversion)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != ndim:
+        raise ValueError(f"{what} must be {ndim}-dimensional, got shape {x.shape}")
+    fin = resolve_format(profile.in_format)
+    if profile.operand_conversion is None:
+        _check_values(x, fin, what)
+        return x
+    _check_values(x, FP32, what)  # operands arrive in fp32 containers
+    mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
+    return round_to_format(x, fin, mode)
+
+
+def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> np.ndarray:
+    """One instruction (all its chained blocks); A, B decoded (..., k) broadcastable."""
+    fin = resolve_format(profile.in_format)
+    L = profile.block_size
+    d = c
+    for s in range(profile.stages):
+        c_fmt = resolve_format(profile.out_format if s == 0 else profile.step_rounding[0])
+        sl = (Ellipsis, slice(s * L, (s + 1) * L))
+        d = _block(A[sl], B[sl], d, c_fmt, profile, fin, finite and bool(np.isfinite(d).all()))
+    if profile.output_rounding is not None:
+        d = _rho(d, profile.output_rounding, profile)
+    return d
+
+
+def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
+    """``d`` of a batch of instructions, bit-identical to :func:`reference.fdpa` per row.
+
+    Args:
+        a, b: arrays (batch, k) of float64 values exactly representable in
+            ``profile.in_format`` (tf32 profiles: fp32 values, reduced per
+            ``profile.operand_conversion`` as the reference does). NaN/Inf/-0/subnormals allowed.
+        c: array (batch,) of values of ``profile.out_format``.
+        profile: the instruction's :class:`~fpscope.profile.Profile`.
+
+    Returns:
+        float64 array (batch,) of d (values of the output format; NaN as float NaN).
+
+    Raises:
+        ValueError: bad shapes, a value not exactly representable (the first one is named), or a
+            profile whose block sum does not fit float64 exactly (:func:`check_exact`).
+    """
+    check_exact(profile)
+    a = _operands(a, profile, "a", 2)
+    b = _operands(b, profile, "b", 2)
+    c = np.asarray(c, dtype=np.float64)
+    if a.shape != b.shape or a.shape[1] != profile.k:
+        raise ValueError(f"{profile.name} takes a, b of shape (batch, k={profile.k}); "
+                         f"got {a.shape} and {b.shape}")
+    if c.shape != (a.shape[0],):
+        raise ValueError(f"c must have shape ({a.shape[0]},), got {c.shape}")
+    fout = resolve_format(profile.out_format)
+    _check_values(c, fout, "c")
+    fin = resolve_format(profile.in_format)
+    finite = bool(np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c).all())
+    A = _decode(a, fin, profile.flush_inputs)
+    B = _decode(b, fin, profile.flush_inputs)
+    return _chain(A, B, c, profile, finite)
+
+
+def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
+           max_elems: int = 1 << 22) -> np.ndarray:
+    """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``.
+
+    Every output element is computed as on the hardware's K loop: K is walked in k-chunks in
+    order, instruction j computes ``fdpa(A[m, jk:(j+1)k], B[jk:(j+1)k, n], d_{j-1})`` with
+    ``d_{-1} = C[m, n]``; so ``D[m, n]`` equals that loop of :func:`reference.fdpa` calls, bit
+    for bit.
+
+    Args:
+        A: (M, K) values of ``profile.in_format`` (tf32: fp32 values, reduced as in fdpa).
+        B: (K, N) likewise.
+        C: (M, N) values of ``profile.out_format``, or None (zeros).
+        profile: the instruction profile (keyword; required).
+        pad: K must be a multiple of ``profile.k``; with ``pad=True`` a K that is not is padded
+            with zero products at the end instead. That is what an instruction fed zero-filled
+            operands computes (as ``emulate.run_hw_set`` does for short recorded vectors), but it
+            is NOT the same as a shorter dot product in general: a zero product takes
+            ``e_zero`` in the alignment max (it can raise ``e_max`` and cut small terms), and
+            with ``e_zero`` None it still joins the sign rule of exact zero sums. Hence off by
+            default.
+        max_elems: rows of A are processed in tiles of about this many (m, n, block) terms.
+
+    Returns:
+        float64 array (M, N).
+    """
+    if profile is None:
+        raise ValueError("matmul needs a profile")
+    check_exact(profile)
+    A = _operands(A, profile, "A", 2)
+    B = _operands(B, profile, "B", 2)
+    M, K = A.shape
+    if B.shape[0] != K:
+        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}")
+    N = B.shape[1]
+    k = profile.k
+    if C is None:
+        C = np.zeros((M, N))
+    else:
+        C = np.asarray(C, dtype=np.float64)
+        if C.shape != (M, N):
+            raise ValueError(f"C must have shape ({M}, {N}), got {C.shape}")
+        _check_values(C, resolve_format(profile.out_format), "C")
+    if K % k:
+        if not pad:
+            raise ValueError(f"K = {K} is not a multiple of {profile.name}'s k = {k}; pad the "
+                             f"operands yourself or pass pad=True (zero products at the end; "
+                             f"not neutral in general, see matmul's docstring)")
+        extra = k - K % k
+        A = np.concatenate([A, np.zeros((M, extra))], axis=1)
+        B = np.concatenate([B, np.zeros((extra, N))], axis=0)
+        K += extra
+    if K == 0:
+        raise ValueError("K must be positive")
+    fin = resolve_format(profile.in_format)
+    DA = _decode(A, fin, profile.flush_inputs)
+    DB = _decode(B.T.copy(), fin, profile.flush_inputs)  # (N, K)
+    finA = np.isfinite(A)
+    finB = np.isfinite(B.T)
+    D = C.copy()
+    rows = max(1, max_elems // max(1, N * profile.block_size))
+    for m0 in range(0, M, rows):
+        m1 = min(M, m0 + rows)
+        d = D[m0:m1]
+        for j in range(0, K, k):
+            cols = slice(j, j + k)
+            a = DA[m0:m1, cols][:, None, :]
+            b = DB[:, cols][None, :, :]
+            finite = bool(finA[m0:m1, cols].all() and finB[:, cols].all()
+                          and np.isfinite(d).all())
+            d = _chain(a, b, d, profile, finite)
+        D[m0:m1] = d
+    return D

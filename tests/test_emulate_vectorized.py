@@ -1,0 +1,339 @@
+"""The vectorised engine against the reference oracle, bit for bit, on every preset."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpscope.emulate import HW_SETS, hw_c_values, load_hw_set, run_hw_set
+from fpscope.emulate.reference import fdpa, output_bits
+from fpscope.emulate.vectorized import check_exact, fdpa_batch, matmul
+from fpscope.formats import FP32, decode, round_to_format
+from fpscope.profile import PRESETS, get_profile, resolve_format
+
+NAMES = sorted(PRESETS)
+
+
+def _seed(name, salt):
+    return [salt] + [ord(ch) for ch in name]
+
+
+def _bits(values, p):
+    return np.array([output_bits(float(v), p) for v in values], dtype=np.int64)
+
+
+def _agree(a, b, c, p):
+    """fdpa_batch equals the reference on every row (output bit patterns, NaN canonical)."""
+    got = fdpa_batch(a, b, c, p)
+    assert got.shape == (len(c),)
+    want = [fdpa(a[i], b[i], float(c[i]), p) for i in range(len(c))]
+    gb, wb = _bits(got, p), _bits(want, p)
+    bad = np.flatnonzero(gb != wb)
+    assert bad.size == 0, (f"{p.name}: {bad.size} rows differ, first {bad[0]}: "
+                           f"a={a[bad[0]].tolist()} b={b[bad[0]].tolist()} c={c[bad[0]]!r} "
+                           f"got {got[bad[0]]!r} want {want[bad[0]]!r}")
+
+
+def _fmts(p):
+    return resolve_format(p.in_format), resolve_format(p.out_format)
+
+
+def _random_patterns(rng, fmt, shape):
+    return decode(rng.integers(0, 1 << fmt.bits, size=shape, dtype=np.uint64), fmt)
+
+
+def _finite_patterns(rng, fmt, shape):
+    x = _random_patterns(rng, fmt, shape)
+    for _ in range(20):
+        bad = ~np.isfinite(x)
+        if not bad.any():
+            break
+        x[bad] = _random_patterns(rng, fmt, int(bad.sum()))
+    return np.where(np.isfinite(x), x, 0.0)
+
+
+def _values(rng, fmt, shape, emin, emax):
+    """Finite values of fmt with exponents uniform in [emin, emax], random signs/significands."""
+    e = rng.integers(emin, emax + 1, size=shape)
+    m = rng.integers(0, 1 << (fmt.p - 1), size=shape)
+    x = np.ldexp(1.0 + np.ldexp(m.astype(float), -(fmt.p - 1)), e)
+    x = np.where(rng.random(shape) < 0.5, -x, x)
+    return round_to_format(x, fmt, "RZ", overflow="saturate")  # clamps e4m3fn's 480 to 448
+
+
+# -- (a) random bit patterns: NaN, Inf, subnormals, -0 --------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_random_bit_patterns(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 1))
+    fin, fout = _fmts(p)
+    n = 2000
+    a = _random_patterns(rng, fin, (n, p.k))
+    b = _random_patterns(rng, fin, (n, p.k))
+    c = _random_patterns(rng, fout, n)
+    _agree(a, b, c, p)
+    # most rows above hold a NaN somewhere; the same patterns with the specials redrawn
+    a = _finite_patterns(rng, fin, (n, p.k))
+    b = _finite_patterns(rng, fin, (n, p.k))
+    c = _finite_patterns(rng, fout, n)
+    _agree(a, b, c, p)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if PRESETS[n].in_format == "tf32"])
+def test_tf32_operands_are_reduced_from_fp32(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 2))
+    n = 300
+    a = _random_patterns(rng, FP32, (n, p.k))
+    b = _random_patterns(rng, FP32, (n, p.k))
+    c = _finite_patterns(rng, FP32, n)
+    _agree(a, b, c, p)
+    _agree(a, b, c, p.replace(operand_conversion="round"))
+
+
+# -- (b) cancellation, wide exponents, near overflow ----------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cancellation_heavy(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 3))
+    fin, fout = _fmts(p)
+    n, h = 500, p.k // 2
+    a = _values(rng, fin, (n, p.k), -4, 4)
+    b = _values(rng, fin, (n, p.k), -4, 4)
+    if h:
+        a[:, h:2 * h] = -a[:, :h]  # exact pairwise cancellation ...
+        b[:, h:2 * h] = b[:, :h]
+        flip = rng.random((n, h)) < 0.3  # ... except some pairs perturbed
+        a[:, h:2 * h] = np.where(flip, _values(rng, fin, (n, h), -4, 4), a[:, h:2 * h])
+    s = (a * b).sum(axis=1)
+    c = round_to_format(-s, fout, "RZ")  # c against the products
+    c = np.where(rng.random(n) < 0.2, -c, c)
+    c = np.where(rng.random(n) < 0.1, 0.0, c)
+    _agree(a, b, c, p)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wide_exponents(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 4))
+    fin, fout = _fmts(p)
+    n = 500
+    a = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emax)  # subnormals too (RZ)
+    b = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emax)
+    zero = rng.random((n, p.k)) < 0.1
+    a = np.where(zero, np.where(rng.random((n, p.k)) < 0.5, -0.0, 0.0), a)
+    c = _values(rng, fout, n, fout.emin - fout.p + 1, fout.emax)
+    _agree(a, b, c, p)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_near_overflow(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 5))
+    fin, fout = _fmts(p)
+    n = 500
+    a = np.abs(_values(rng, fin, (n, p.k), fin.emax - 2, fin.emax))
+    b = np.abs(_values(rng, fin, (n, p.k), fin.emax - 2, fin.emax))
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    a = a * sign[:, None]
+    a = np.where(rng.random((n, p.k)) < 0.1, -a, a)
+    mf = fout.max_finite
+    ulp = math.ldexp(1.0, fout.emax - fout.p + 1)
+    c = sign * (mf - ulp * rng.integers(0, 4, size=n))
+    c = np.where(rng.random(n) < 0.2, -c, c)
+    c = np.where(rng.random(n) < 0.2, sign * np.ldexp(1.0, fout.emax), c)
+    _agree(a, b, c, p)
+
+
+# -- (c) zero blocks ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_zero_blocks(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 6))
+    fin, fout = _fmts(p)
+    n = 400
+    sz = lambda shape: np.where(rng.random(shape) < 0.5, -0.0, 0.0)
+    a, b = sz((n, p.k)), sz((n, p.k))
+    # c: signed zeros, subnormals and small normals of the output format, random values
+    c = np.concatenate([sz(n // 4),
+                        _values(rng, fout, n // 4, fout.emin - fout.p + 1, fout.emin - 1),
+                        _values(rng, fout, n // 4, fout.emin, fout.emin + 30),
+                        _finite_patterns(rng, fout, n - 3 * (n // 4))])
+    _agree(a, b, c, p)
+    # one block of every instruction zero, the other ones small
+    a = _values(rng, fin, (n, p.k), fin.emin, fin.emin + 4)
+    b = _values(rng, fin, (n, p.k), fin.emin, fin.emin + 4)
+    L = p.block_size
+    blk = rng.integers(0, p.stages, size=n)
+    for s in range(p.stages):
+        rows = blk == s
+        a[rows, s * L:(s + 1) * L] = sz((int(rows.sum()), L))
+    _agree(a, b, c, p)
+    # no zero product, every product below e_zero (where it is reachable): c = +-0 then takes
+    # e_zero in the max on its own
+    a = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emin + 1)
+    b = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emin + 1)
+    a = np.where(a == 0, math.ldexp(1.0, fin.emin), a)
+    b = np.where(b == 0, math.ldexp(1.0, fin.emin), b)
+    c[: n // 2] = sz(n // 2)
+    _agree(a, b, c, p)
+
+
+def test_profile_variants():
+    """Non-preset knobs: floor/nearest alignment, e_zero None, flushing, -0 kept."""
+    rng = np.random.default_rng(7)
+    base = get_profile("ampere-fp16")
+    fin, fout = _fmts(base)
+    n = 400
+    a = _values(rng, fin, (n, base.k), fin.emin - 10, fin.emax)
+    b = _values(rng, fin, (n, base.k), fin.emin - 10, fin.emax)
+    a = np.where(rng.random(a.shape) < 0.3, 0.0, a)
+    c = np.concatenate([_values(rng, fout, n // 2, fout.emin - 23, 20), np.zeros(n - n // 2)])
+    c = np.where(rng.random(n) < 0.5, -c, c)
+    for kw in ({"alignment": "floor"}, {"alignment": "nearest"}, {"e_zero": None},
+               {"e_zero": None, "neg_zero_to_pos": False}, {"neg_zero_to_pos": False},
+               {"flush_inputs": True, "flush_outputs": True}, {"frac_bits": 3},
+               {"block_size": 16, "alignment": "nearest"}):
+        _agree(a, b, c, base.replace(**kw))
+        _agree(np.zeros_like(a), b, c, base.replace(**kw))
+
+
+# -- matmul ------------------------------------------------------------------------------------
+
+def _loop_reference(A, B, C, p):
+    M, K = A.shape
+    N = B.shape[1]
+    D = np.array(C, dtype=np.float64)
+    for j in range(0, K, p.k):
+        for m in range(M):
+            for nn in range(N):
+                D[m, nn] = fdpa(A[m, j:j + p.k], B[j:j + p.k, nn], float(D[m, nn]), p)
+    return D
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matmul_equals_reference_loop(name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 8))
+    fin, fout = _fmts(p)
+    M, N, K = 3, 2, 2 * p.k if p.k >= 16 else 4 * p.k
+    A = _values(rng, fin, (M, K), fin.emin, min(fin.emax, 6))
+    B = _values(rng, fin, (K, N), fin.emin, min(fin.emax, 6))
+    A[0, 1] = np.nan if fin.has_nan else A[0, 1]
+    if fin.has_inf:
+        A[2, 0] = np.inf
+    C = _values(rng, fout, (M, N), -10, 10)
+    D = matmul(A, B, C, profile=p, max_elems=2 * N * p.block_size)  # several row tiles
+    want = _loop_reference(A, B, C, p)
+    assert np.array_equal(_bits(D.ravel(), p), _bits(want.ravel(), p))
+    D0 = matmul(A, B, profile=p)
+    want0 = _loop_reference(A, B, np.zeros((M, N)), p)
+    assert np.array_equal(_bits(D0.ravel(), p), _bits(want0.ravel(), p))
+
+
+def test_matmul_pad():
+    p = get_profile("hopper-fp16-fp16out")
+    rng = np.random.default_rng(9)
+    fin, _ = _fmts(p)
+    A = _values(rng, fin, (2, 20), -20, 3)
+    B = _values(rng, fin, (20, 3), -20, 3)
+    with pytest.raises(ValueError, match="not a multiple"):
+        matmul(A, B, profile=p)
+    D = matmul(A, B, profile=p, pad=True)
+    Ap = np.concatenate([A, np.zeros((2, 12))], axis=1)
+    Bp = np.concatenate([B, np.zeros((12, 3))], axis=0)
+    assert np.array_equal(D, _loop_reference(Ap, Bp, np.zeros((2, 3)), p))
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+def test_errors():
+    p = get_profile("ampere-fp16")
+    a = np.ones((4, 16))
+    with pytest.raises(ValueError, match="shape"):
+        fdpa_batch(a[:, :8], a[:, :8], np.zeros(4), p)
+    with pytest.raises(ValueError, match="shape"):
+        fdpa_batch(a, a, np.zeros(3), p)
+    with pytest.raises(ValueError, match="dimensional"):
+        fdpa_batch(a[0], a[0], 0.0, p)
+    bad = a.copy()
+    bad[2, 5] = 1.0 + 2.0**-12
+    with pytest.raises(ValueError, match=r"a\[2, 5\] = .*not exactly representable in fp16"):
+        fdpa_batch(bad, a, np.zeros(4), p)
+    with pytest.raises(ValueError, match="b\\[2, 5\\]"):
+        fdpa_batch(a, bad, np.zeros(4), p)
+    with pytest.raises(ValueError, match="c\\[1\\]"):
+        fdpa_batch(a, a, np.array([0.0, 1.0 + 2.0**-30, 0.0, 0.0]), p)
+    with pytest.raises(ValueError, match="fp16"):  # fp16 output: c must be an fp16 value
+        fdpa_batch(a, a, np.array([0.0, 1.0 + 2.0**-20, 0.0, 0.0]),
+                   get_profile("ampere-fp16-fp16out"))
+    with pytest.raises(ValueError):
+        fdpa_batch(np.full((4, 16), 70000.0), a, np.zeros(4), p)  # out of fp16's range
+    with pytest.raises(ValueError, match="inner dimensions"):
+        matmul(np.ones((2, 16)), np.ones((32, 2)), profile=p)
+    with pytest.raises(ValueError, match="C must have shape"):
+        matmul(np.ones((2, 16)), np.ones((16, 2)), np.zeros((2, 3)), profile=p)
+    with pytest.raises(ValueError, match=r"B\[0, 1\]"):
+        matmul(np.ones((2, 16)), np.array([[1.0, 0.1]] * 16), profile=p)
+    with pytest.raises(ValueError, match="53"):
+        check_exact(p.replace(frac_bits=50))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_presets_are_exact_in_float64(name):
+    p = PRESETS[name]
+    check_exact(p)
+    assert p.frac_bits + 2 + math.log2(p.block_size + 1) <= 53
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if PRESETS[n].in_format == "fp16"
+                                  and PRESETS[n].out_format == "fp16"])
+def test_zero_c_takes_e_zero(name):
+    """c = +0 with no zero product: c's e_zero alone raises e_max and cuts a tiny product, which
+    turns a sum just above an RNE tie into the tie (observable on the fp16-output presets)."""
+    p = PRESETS[name]
+    t = 2.0**-24
+    a = np.array([[2.0**-14, t] + [t, -t] * ((p.k - 2) // 2)])  # 2^-25 (an fp16 tie) + 2^-48
+    b = np.array([[2.0**-11, t] + [t, t] * ((p.k - 2) // 2)])  # + pairs that cancel
+    assert fdpa(a[0], b[0], 0.0, p) == 0.0  # 2^-48 cut at 2^(e_zero - F): the tie, to even
+    assert fdpa(a[0], b[0], 0.0, p.replace(e_zero=None)) == t
+    for c in (0.0, -0.0, t):
+        _agree(a, b, np.array([c]), p)
+        _agree(a, b, np.array([c]), p.replace(e_zero=None))
+
+
+def test_signed_zero_sums_when_negative_zero_is_kept():
+    p = get_profile("ampere-fp16").replace(neg_zero_to_pos=False)
+    a = np.full((4, 16), -0.0)
+    b = np.ones((4, 16))
+    c = np.array([-0.0, 0.0, -0.0, -0.0])
+    a[2, 3] = 0.0  # one +0 product: the zero sum is +0
+    a[3, :2] = [1.0, -1.0]  # exact cancellation, some terms positive: +0
+    d = fdpa_batch(a, b, c, p)
+    assert list(np.signbit(d)) == [True, False, False, False]
+    _agree(a, b, c, p)
+    _agree(a, b, c, p.replace(e_zero=None))
+
+
+# -- recorded hardware vectors (skipped where shared/data/hw-vectors is absent) ----------------
+
+HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
+
+
+@pytest.mark.skipif(not HW_ROOT.is_dir(), reason="recorded hardware vectors not found")
+@pytest.mark.parametrize("key", sorted(HW_SETS))
+def test_hw_vectors_match_reference_engine(key):
+    """fdpa_batch gives the reference engine's bits on every recorded set (validated or not)."""
+    p = PRESETS[HW_SETS[key]]
+    a, b, c, d = load_hw_set(HW_ROOT, *key)
+    cv = hw_c_values(*key, c)
+    pad = np.zeros((len(a), p.k - a.shape[1]))
+    got = _bits(fdpa_batch(np.hstack([a, pad]), np.hstack([b, pad]), cv, p), p)
+    _, _, bad = run_hw_set(HW_ROOT, *key, limit=300)
+    assert np.flatnonzero(got[:300] != d[:300]).tolist() == bad
+    if p.status == "validated":
+        assert np.array_equal(got, d.astype(np.int64))
