@@ -645,3 +645,23 @@ def decode(bits, fmt: Format) -> np.ndarray:
     elif fmt.specials == "fnuz":
         val = np.where(b == np.uint64(1 << (fmt.bits - 1)), np.nan, val)
     return val
+
+
+def sum_round_to_odd(x, y) -> np.ndarray:
+    """The exact sum x + y of float64 arrays, rounded to float64 *to odd*.
+
+    Rounding this value once more, in any mode, to a format of at most 51 bits gives the
+    correctly rounded x + y (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums:
+    proved algorithms using rounding to odd", IEEE TC 2008). The exact sum is hi + lo (Knuth's
+    TwoSum); when lo != 0 and hi's last bit is even, hi moves one step toward lo.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        hi = x + y
+        bp = hi - x
+        lo = (x - (hi - bp)) + (y - bp)
+    fix = (lo != 0) & ((hi.view(np.int64) & 1) == 0) & np.isfinite(hi)
+    if fix.any():
+        hi = np.where(fix, np.nextafter(hi, np.where(lo > 0, np.inf, -np.inf)), hi)
+    return hi

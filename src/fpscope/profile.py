@@ -34,6 +34,7 @@ _EXTRA_FORMATS = {"e8m13": E8M13}
 ALIGNMENTS = ("truncate", "floor", "nearest")
 STATUSES = ("validated", "experimental")
 OPERAND_CONVERSIONS = ("truncate", "round")
+C_ENTRIES = ("first", "last")
 
 
 def resolve_format(name: str) -> Format:
@@ -72,14 +73,20 @@ class Profile:
         output_rounding: (format, mode) applied after the last step, or None. The validated
             fp16-output presets (Ada fp8 included) round every step straight to fp16 RNE
             (step_rounding ("fp16", "RNE"), no output_rounding): the recorded Ada E4M3/E5M2
-            fp16 outputs match that and not RZ-E8M13 followed by RNE-FP16. The experimental
-            Hopper fp8 fp16-output presets use RZ-E8M13 steps then RNE-FP16 (not reproduced).
+            fp16 outputs match that and not RZ-E8M13 followed by RNE-FP16. The Hopper fp8
+            fp16-output presets (mma.sync m16n8k32 .f16) are two fp16 steps of 16 products in
+            the order ``k_order``, then c (``c_entry`` "last"), each rounded RNE to fp16.
         flush_inputs: subnormal a, b, c are read as zero.
         flush_outputs: subnormal step results become zero.
         nan_bits: canonical NaN bit pattern of the output format.
         neg_zero_to_pos: a -0 result is returned as +0.
         operand_conversion: how fp32 operands not representable in a tf32 in_format are reduced
             ("truncate" or "round" = nearest, ties away); None for other input formats.
+        k_order: the order the k products are taken in before they are cut into blocks (block
+            s holds products ``k_order[s*L:(s+1)*L]``); None = natural order.
+        c_entry: "first": c is the accumulator of the first block; "last": the blocks start from
+            +0 and c is added after the last block, ``d = rho(d + c)`` with step_rounding (H100
+            fp8 ``mma.sync ... .f16`` outputs: emulated as two fp16 HMMA k16 steps then an add).
         status: "validated" (reproduces recorded hardware outputs bit for bit) or "experimental".
         evidence: the data that reproduces it (empty while experimental).
     """
@@ -100,6 +107,8 @@ class Profile:
     nan_bits: int = 0x7FFFFFFF
     neg_zero_to_pos: bool = True
     operand_conversion: str | None = None
+    k_order: tuple | None = None
+    c_entry: str = "first"
     status: str = "experimental"
     evidence: str = ""
 
@@ -133,6 +142,12 @@ class Profile:
                 raise ValueError(f"{f} must be a boolean")
         if self.operand_conversion not in (None, *OPERAND_CONVERSIONS):
             raise ValueError(f"unknown operand_conversion {self.operand_conversion!r}")
+        if isinstance(self.k_order, list):
+            object.__setattr__(self, "k_order", tuple(self.k_order))
+        if self.k_order is not None and sorted(self.k_order) != list(range(self.k)):
+            raise ValueError(f"k_order must be a permutation of range({self.k})")
+        if self.c_entry not in C_ENTRIES:
+            raise ValueError(f"unknown c_entry {self.c_entry!r}; known: {C_ENTRIES}")
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; known: {STATUSES}")
 
@@ -189,6 +204,12 @@ def _p(name, arch, in_format, L, k, F, e_zero, out="fp32", step=("fp32", "RZ"), 
 
 _FP16 = ("fp16", "RNE")
 _E8M13 = ("e8m13", "RZ")
+#: H100 fp8 mma.sync m16n8k32 with an f16 accumulator: the products k = 0, 1 mod 4 form the first
+#: fp16 HMMA k16 step, k = 2, 3 mod 4 the second (each thread's fp8x4 register is unpacked into
+#: two fp16x2 halves), then c is added (c_entry "last"). This reading of the hardware is an
+#: interpretation; the evidence is that it reproduces the recorded H100 E4M3 and E5M2 fp16
+#: outputs 5000/5000 (the recording code used mma.sync, not wgmma, for the fp16 output).
+_H100_FP8_F16_ORDER = tuple(j for r in ((0, 1), (2, 3)) for j in range(32) if j % 4 in r)
 
 #: Profiles from the NUMERICS.md section 2 table. ``k`` is the number of products of the
 #: instruction form the presets model (the recorded hardware vectors use the same k).
@@ -214,11 +235,11 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
     _p("hopper-bf16", "hopper", "bf16", 16, 16, 25, -133),
     _p("hopper-tf32", "hopper", "tf32", 8, 8, 25, -133),
     _p("hopper-e4m3", "hopper", "fp8_e4m3fn", 32, 32, 13, -133, step=_E8M13),
-    _p("hopper-e4m3-fp16out", "hopper", "fp8_e4m3fn", 32, 32, 13, -133, out="fp16",
-       step=_E8M13, output_rounding=_FP16),
+    _p("hopper-e4m3-fp16out", "hopper", "fp8_e4m3fn", 16, 32, 25, -22, out="fp16",
+       step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"),
     _p("hopper-e5m2", "hopper", "fp8_e5m2", 32, 32, 13, -133, step=_E8M13),
-    _p("hopper-e5m2-fp16out", "hopper", "fp8_e5m2", 32, 32, 13, -133, out="fp16",
-       step=_E8M13, output_rounding=_FP16),
+    _p("hopper-e5m2-fp16out", "hopper", "fp8_e5m2", 16, 32, 25, -22, out="fp16",
+       step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"),
 )}
 
 
@@ -234,6 +255,7 @@ _EVIDENCE = {
     "hopper-fp16": "H100/fp16 d_fp32", "hopper-fp16-fp16out": "H100/fp16 d_fp16",
     "hopper-bf16": "H100/bf16 d_fp32", "hopper-tf32": "H100/tf32 d_fp32",
     "hopper-e4m3": "H100/E4M3 d_fp32", "hopper-e5m2": "H100/E5M2 d_fp32",
+    "hopper-e4m3-fp16out": "H100/E4M3 d_fp16", "hopper-e5m2-fp16out": "H100/E5M2 d_fp16",
 }
 for _name, _set in _EVIDENCE.items():
     PRESETS[_name] = PRESETS[_name].replace(status="validated",

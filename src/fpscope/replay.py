@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .formats import Format, round_to_format
+from .formats import Format, round_to_format, sum_round_to_odd
 from .tree import C_LEAF, SumTree
 
 
@@ -164,21 +164,9 @@ def replay(
 
 
 def _add_round(x: np.ndarray, y: np.ndarray, fmt: Format) -> np.ndarray:
-    """Correctly rounded (RNE) fmt value of the exact sum x + y of float64 arrays.
-
-    The exact sum is hi + lo (Knuth's TwoSum); hi is moved to round-to-odd when lo != 0, and
-    rounding a round-to-odd value of at least p + 2 bits to p bits is correct (Boldo and
-    Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using rounding
-    to odd", IEEE TC 2008). Valid for fmt.p <= 51.
-    """
-    hi = x + y
-    bp = hi - x
-    lo = (x - (hi - bp)) + (y - bp)
-    mant_odd = (hi.view(np.int64) & 1) == 1
-    fix = (lo != 0) & ~mant_odd & np.isfinite(hi)
-    if fix.any():
-        hi = np.where(fix, np.nextafter(hi, np.where(lo > 0, np.inf, -np.inf)), hi)
-    return round_to_format(hi, fmt)
+    """Correctly rounded (RNE) fmt value of the exact sum x + y of float64 arrays (fmt.p <= 51),
+    via :func:`fpscope.formats.sum_round_to_odd`."""
+    return round_to_format(sum_round_to_odd(x, y), fmt)
 
 
 def replay_dot(tree: SumTree, A, B, acc: Format, out: Format | None = None, fma: bool = False) -> np.ndarray:

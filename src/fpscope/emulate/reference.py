@@ -17,6 +17,8 @@ Steps of one fused block (``d = rho(sum_i a_i * b_i + c)``):
    +-Inf even under RZ, -0 becomes +0 (``neg_zero_to_pos``), NaN is canonical.
 
 ``k / block_size`` blocks chain: the rounded result of one block is the c of the next.
+``profile.k_order`` permutes the products first; with ``profile.c_entry == "last"`` the first
+block starts from +0 and c is added after the last block in one more rounding ``rho(d + c)``.
 """
 
 from __future__ import annotations
@@ -132,6 +134,37 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None) ->
     return _rho(math.ldexp(total, lsb), rounding, profile)  # exact: |total| < 2^53
 
 
+def _add(x: float, c: float, profile: Profile) -> float:
+    """``rho(x + c)`` with step_rounding, exact (x: a step result, c: an out_format value)."""
+    special = _special([], c) if not (math.isnan(x) or math.isinf(x)) else (
+        math.nan if math.isnan(c) or (math.isinf(c) and c != x) else x)
+    if special is not None:
+        return special
+    if x == 0 and c == 0:
+        neg = math.copysign(1.0, x) < 0 and math.copysign(1.0, c) < 0
+        return _rho(-0.0 if neg else 0.0, profile.step_rounding, profile)
+    fx = resolve_format(profile.step_rounding[0])
+    fc = resolve_format(profile.out_format)
+    sx, nx, ex = _decode(x, fx, False)
+    sc, nc, ec = _decode(c, fc, False)
+    terms = [(s, n, e - (f.p - 1), e) for s, n, e, f in ((sx, nx, ex, fx), (sc, nc, ec, fc)) if n]
+    # window of 50 bits below the larger term's leading bit, in units of half its last bit: the
+    # larger term is exact there; a smaller term cut at the window keeps a half-unit sticky, so
+    # the sum lies strictly between the same grid points as the exact one (exact rounding to any
+    # format of <= 48 bits) and |total| < 2^53 (exact in float64)
+    lsb = max(t[3] for t in terms) - 50
+    total = 0
+    for s, n, w, _ in terms:
+        if w >= lsb:
+            total += s * (n << (w - lsb + 1))
+        else:
+            q, r = divmod(n, 1 << (lsb - w))
+            total += s * (2 * q + (1 if r else 0))
+    if total == 0:
+        return _rho(0.0, profile.step_rounding, profile)
+    return _rho(math.ldexp(total, lsb - 1), profile.step_rounding, profile)
+
+
 def _operand(x: float, profile: Profile) -> float:
     if profile.operand_conversion is None:
         return x
@@ -154,11 +187,17 @@ def fdpa(a, b, c: float, profile: Profile) -> float:
     b = [_operand(float(x), profile) for x in b]
     if len(a) != profile.k or len(b) != profile.k:
         raise ValueError(f"{profile.name} takes k = {profile.k} products, got {len(a)}, {len(b)}")
+    if profile.k_order is not None:
+        a = [a[j] for j in profile.k_order]
+        b = [b[j] for j in profile.k_order]
     L = profile.block_size
-    d = float(c)
+    c_last = profile.c_entry == "last"
+    d = 0.0 if c_last else float(c)
     for s in range(profile.stages):
         c_format = None if s == 0 else profile.step_rounding[0]
         d = fdpa_block(a[s * L:(s + 1) * L], b[s * L:(s + 1) * L], d, profile, c_format)
+    if c_last:
+        d = _add(d, float(c), profile)
     if profile.output_rounding is not None:
         d = _rho(d, profile.output_rounding, profile)
     return d

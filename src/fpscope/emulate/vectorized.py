@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from ..formats import FP32, Format, is_representable, round_to_format
+from ..formats import FP32, Format, is_representable, round_to_format, sum_round_to_odd
 from ..profile import Profile, resolve_format
 
 __all__ = ["check_exact", "fdpa_batch", "matmul"]
@@ -192,11 +192,17 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> n
     """One instruction (all its chained blocks); A, B decoded (..., k) broadcastable."""
     fin = resolve_format(profile.in_format)
     L = profile.block_size
-    d = c
+    if profile.k_order is not None:  # the products in the order the blocks take them
+        order = np.asarray(profile.k_order)
+        A, B = A[(Ellipsis, order)], B[(Ellipsis, order)]
+    c_last = profile.c_entry == "last"
+    d = np.zeros_like(c) if c_last else c
     for s in range(profile.stages):
         c_fmt = resolve_format(profile.out_format if s == 0 else profile.step_rounding[0])
         sl = (Ellipsis, slice(s * L, (s + 1) * L))
         d = _block(A[sl], B[sl], d, c_fmt, profile, fin, finite and bool(np.isfinite(d).all()))
+    if c_last:  # c added to the blocks' result, one rounding (reference._add)
+        d = _rho(sum_round_to_odd(d, c), profile.step_rounding, profile)
     if profile.output_rounding is not None:
         d = _rho(d, profile.output_rounding, profile)
     return d
