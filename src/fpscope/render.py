@@ -34,7 +34,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .summary import NodeStats, describe_subtree, index_set, phrase, set_phrase
-from .tree import C_LEAF, SumTree
+from .tree import C_LEAF, SumTree, leaves_of
 
 __all__ = ["RenderError", "to_rich", "to_dot", "render", "render_bytes", "FORMATS"]
 
@@ -86,7 +86,7 @@ class _Spans:
         if hi - lo + 1 == k:
             text = f"x{lo}" if k == 1 else f"x{lo}..x{hi} ({k} {self.noun})"
         else:
-            text = set_phrase(index_set(_leaves(x)), self.noun)
+            text = set_phrase(index_set(leaves_of(x)), self.noun)
         return text + (" + C" if has_c else "")
 
     def of_items(self, items: list) -> str:
@@ -103,7 +103,7 @@ class _Spans:
             return f"{k} {noun} ({_rng_text(lo, hi)})"
         if k > 200_000:
             return f"{k} {noun} from x{lo}..x{hi}"
-        leaves = [v for c in ints for v in (_leaves(c) if _is_node(c) else [c])]
+        leaves = [v for c in ints for v in (leaves_of(c) if _is_node(c) else [c])]
         info = index_set(leaves)
         if info["kind"] == "scattered":
             return set_phrase(info, noun)
@@ -112,17 +112,6 @@ class _Spans:
 
 def _rng_text(lo: int, hi: int) -> str:
     return f"x{lo}" if lo == hi else f"x{lo}..x{hi}"
-
-
-def _leaves(x) -> list:
-    out, stack = [], [x]
-    while stack:
-        cur = stack.pop()
-        if cur.__class__ is tuple:
-            stack.extend(cur)
-        else:
-            out.append(cur)
-    return out
 
 
 def _has_c(x) -> bool:

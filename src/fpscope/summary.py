@@ -43,7 +43,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .tree import C_LEAF, SumTree, TreeError
+from .tree import C_LEAF, SumTree, TreeError, leaves_of
 
 __all__ = ["describe", "summarize", "describe_subtree", "phrase", "index_set", "set_phrase"]
 
@@ -735,7 +735,7 @@ def _two_stage(lane_tree: SumTree, depth: int) -> Optional[dict]:
                 nd = by_key.get((start, b))
                 if nd is None or st.mx(nd) != start + step * (b - 1):
                     break
-                if step > 1 and any((v - start) % step for v in _leaves(nd)):
+                if step > 1 and any((v - start) % step for v in leaves_of(nd)):
                     break
                 groups.append((nd, start))
             else:
@@ -1291,7 +1291,7 @@ def describe_subtree(node) -> dict:
         d = _Analyzer(stripped, st).describe(stripped)
         leaves = None
         if not contiguous and _is_node(stripped):
-            leaves = _leaves(stripped)
+            leaves = leaves_of(stripped)
             if d["family"] == "generic":
                 rank = {v: i + lo for i, v in enumerate(sorted(leaves))}
                 relabelled = _relabel(stripped, rank)
@@ -1402,17 +1402,6 @@ def set_phrase(info: dict, noun: str = "terms", count: bool = True) -> str:
                 text += f", {min(lens)}-{max(lens)} {noun} each"
         return f"{text} ({m} {one})" if count else text
     return f"{m} {noun} from x{lo}..x{hi}"
-
-
-def _leaves(node) -> list:
-    out, stack = [], [node]
-    while stack:
-        cur = stack.pop()
-        if cur.__class__ is tuple:
-            stack.extend(cur)
-        else:
-            out.append(cur)
-    return out
 
 
 def _relabel(node, rank: dict):

@@ -65,6 +65,18 @@ def _canon(node) -> Node:
     return done[id(node)]
 
 
+def leaves_of(node) -> list:
+    """Leaves under a node of a canonical tree (nested tuples), left to right, iteratively."""
+    out, stack = [], [node]
+    while stack:
+        cur = stack.pop()
+        if cur.__class__ is tuple:
+            stack.extend(reversed(cur))
+        else:
+            out.append(cur)
+    return out
+
+
 class SumTree:
     """An immutable summation tree over leaves 0..n-1 (plus optionally "C").
 
@@ -179,15 +191,7 @@ class SumTree:
 
     def leaves(self, node=None) -> list:
         """Leaves under ``node`` (default: root), in left-to-right canonical order."""
-        node = self.root if node is None else node
-        out, stack = [], [node]
-        while stack:
-            cur = stack.pop()
-            if isinstance(cur, tuple):
-                stack.extend(reversed(cur))
-            else:
-                out.append(cur)
-        return out
+        return leaves_of(self.root if node is None else node)
 
     @property
     def n_nodes(self) -> int:
