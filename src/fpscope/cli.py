@@ -121,6 +121,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("targets", help="list the built-in target names",
                    description="List the built-in target names.")
+
+    pr = sub.add_parser(
+        "profiles", help="list the matrix-unit arithmetic presets",
+        description="List the node-arithmetic presets of matrix-unit instructions, with their "
+        "status: validated (reproduces recorded hardware outputs bit for bit, evidence named) or "
+        "experimental.",
+        epilog="examples:\n  fpscope profiles\n  fpscope profiles --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr.add_argument("--format", default="text", choices=["text", "json"])
+
+    em = sub.add_parser(
+        "emulate", help="run a GEMM with a matrix unit's arithmetic on the CPU",
+        description="D = A @ B + C computed as a chain of matrix-unit instructions of PROFILE, "
+        "bit for bit. A, B, C are .npy files of floats whose values must be exactly "
+        "representable in the profile's input (A, B) and output (C) formats (.npy cannot hold "
+        "bf16 or fp8: store such values as float32, which holds them exactly); D is written in "
+        "the output format (float32 or float16).",
+        epilog="examples:\n  fpscope emulate --profile hopper-fp16 --a A.npy --b B.npy -o D.npy\n"
+        "  fpscope emulate --profile my_profile.json --a A.npy --b B.npy --c C.npy -o D.npy",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    em.add_argument("--profile", required=True, help="a preset name (fpscope profiles) or a "
+                    "profile JSON file")
+    em.add_argument("--a", required=True, help="A, an (M, K) .npy file")
+    em.add_argument("--b", required=True, help="B, a (K, N) .npy file")
+    em.add_argument("--c", help="C, an (M, N) .npy file (default zeros)")
+    em.add_argument("-o", "--output", required=True, help="where to write D (.npy)")
+    em.add_argument("--pad", action="store_true", help="pad K with zero products up to a "
+                    "multiple of the instruction's k (not always equal to a shorter dot product)")
+    em.add_argument("--force", action="store_true", help="replace an existing output file")
     return p
 
 
@@ -529,6 +558,88 @@ def _record_arithmetic(rec: dict, target):
     return (get_format(acc["format"]) if acc.get("format") else target.in_format), None
 
 
+def cmd_profiles(args) -> int:
+    from .profile import PRESETS
+
+    if args.format == "json":
+        sys.stdout.write(json.dumps({k: json.loads(p.to_json()) for k, p in PRESETS.items()},
+                                    indent=2) + "\n")
+        return 0
+    from rich.table import Table
+
+    table = Table(title="matrix-unit presets")
+    for col in ("name", "inputs", "output", "products", "F", "step rounding", "status", "evidence"):
+        table.add_column(col)
+    for p in PRESETS.values():
+        steps = p.k // p.block_size
+        shape = f"{p.block_size}" + (f" x {steps}" if steps > 1 else "")
+        table.add_row(p.name, p.in_format, p.out_format, shape, str(p.frac_bits),
+                      " ".join(p.step_rounding), p.status, escape(p.evidence or "-"))
+    _console().print(table)
+    return 0
+
+
+def _load_profile(text: str):
+    from pathlib import Path
+
+    from .profile import Profile, get_profile
+
+    if text.endswith(".json") or Path(text).is_file():
+        try:
+            return Profile.from_json(Path(text).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot read {text}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UsageError(f"{text}: {exc}") from None
+    try:
+        return get_profile(text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _load_matrix(path: str, what: str):
+    import numpy as np
+
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {what} from {path}: {exc}") from None
+    if arr.ndim != 2:
+        raise UsageError(f"{what} must be a 2-D array, {path} holds shape {arr.shape}")
+    if arr.dtype.kind != "f":
+        raise UsageError(f"{what} must hold float16, float32 or float64 values (bf16 and fp8 values "
+                         f"as float32), {path} holds {arr.dtype}")
+    return arr.astype(np.float64)  # widening is exact
+
+
+def cmd_emulate(args) -> int:
+    from pathlib import Path
+
+    import numpy as np
+
+    from .emulate import matmul
+
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+    profile = _load_profile(args.profile)
+    A = _load_matrix(args.a, "A")
+    B = _load_matrix(args.b, "B")
+    C = _load_matrix(args.c, "C") if args.c else None
+    try:
+        D = matmul(A, B, C, profile=profile, pad=args.pad)
+    except ValueError as exc:
+        raise UsageError(str(exc).splitlines()[0]) from None
+    dtype = {"fp32": np.float32, "fp16": np.float16}.get(profile.out_format, np.float64)
+    with open(out, "wb") as fh:
+        np.save(fh, D.astype(dtype))  # D holds values of the output format: the cast is exact
+    if profile.status != "validated":
+        print(f"fpscope: note: profile {profile.name} is experimental (not validated on hardware)",
+              file=sys.stderr)
+    print(f"D ({D.shape[0]} x {D.shape[1]}, {profile.out_format}) written to {out}", file=sys.stderr)
+    return 0
+
+
 def cmd_targets(args) -> int:
     from .targets import list_targets
 
@@ -551,7 +662,8 @@ def main(argv=None) -> int:
     from .targets.base import TargetError
     from .tree import TreeError
 
-    handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets}
+    handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets,
+                "profiles": cmd_profiles, "emulate": cmd_emulate}
     from .render import RenderError
 
     try:

@@ -1,0 +1,94 @@
+"""`fpscope profiles` and `fpscope emulate`."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fpscope.cli import main
+from fpscope.emulate import reference
+from fpscope.profile import PRESETS
+
+
+def cli(capsys, *args):
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_profiles_lists_every_preset_with_status(capsys):
+    code, out, _ = cli(capsys, "profiles", "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert set(data) == set(PRESETS)
+    assert data["hopper-fp16"]["status"] == "validated"
+    assert data["turing-fp16"]["status"] == "experimental"
+    code, out, _ = cli(capsys, "profiles")
+    assert code == 0 and "volta-fp16" in out and "experimental" in out
+
+
+@pytest.mark.parametrize("name", ["hopper-fp16", "ampere-bf16", "volta-fp16-fp16out"])
+def test_emulate_matches_the_reference_loop(capsys, tmp_path, name):
+    p = PRESETS[name]
+    rng = np.random.default_rng(1)
+    dt = {"fp16": np.float16, "bf16": None}[p.in_format]
+    K = 2 * p.k
+    if dt is None:
+        import ml_dtypes
+
+        dt = ml_dtypes.bfloat16
+    A = rng.standard_normal((3, K)).astype(np.float32).astype(dt)
+    B = rng.standard_normal((K, 2)).astype(np.float32).astype(dt)
+    # .npy cannot hold ml_dtypes types: narrow values travel as float32 (exactly)
+    np.save(tmp_path / "A.npy", A.astype(np.float32) if p.in_format == "bf16" else A)
+    np.save(tmp_path / "B.npy", B.astype(np.float32) if p.in_format == "bf16" else B)
+    code, _, err = cli(capsys, "emulate", "--profile", name, "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert code == 0, err
+    D = np.load(tmp_path / "D.npy")
+    assert D.dtype == (np.float16 if p.out_format == "fp16" else np.float32)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    for m in range(3):
+        for n in range(2):
+            d = 0.0
+            for j in range(0, K, p.k):
+                d = reference.fdpa(A64[m, j:j + p.k], B64[j:j + p.k, n], d, p)
+            assert float(D[m, n]) == d
+
+
+def test_emulate_errors(capsys, tmp_path):
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "A.npy", rng.standard_normal((2, 16)).astype(np.float16))
+    np.save(tmp_path / "B.npy", rng.standard_normal((16, 2)).astype(np.float16))
+    np.save(tmp_path / "F.npy", rng.standard_normal((2, 16)).astype(np.float32))  # not fp16 values
+    np.save(tmp_path / "V.npy", np.ones(16))
+    base = ["emulate", "--profile", "hopper-fp16", "--b", tmp_path / "B.npy"]
+    for extra, fragment in (
+        (["--a", tmp_path / "F.npy"], "not exactly representable"),
+        (["--a", tmp_path / "V.npy"], "2-D"),
+        (["--a", tmp_path / "missing.npy"], "cannot read"),
+    ):
+        code, _, err = cli(capsys, *base, *extra, "-o", tmp_path / "D.npy")
+        assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = cli(capsys, "emulate", "--profile", "nope", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert code == 2 and "unknown profile" in err
+    (tmp_path / "D.npy").write_bytes(b"mine")
+    code, _, err = cli(capsys, *base, "--a", tmp_path / "A.npy", "-o", tmp_path / "D.npy")
+    assert code == 2 and "exists" in err and (tmp_path / "D.npy").read_bytes() == b"mine"
+
+
+def test_emulate_reads_a_profile_file(capsys, tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(PRESETS["ada-fp16"].to_json())
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "A.npy", rng.standard_normal((1, 16)).astype(np.float16))
+    np.save(tmp_path / "B.npy", rng.standard_normal((16, 1)).astype(np.float16))
+    code, _, err = cli(capsys, "emulate", "--profile", prof, "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert code == 0, err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "fpscope.profile/9"}')
+    code, _, err = cli(capsys, "emulate", "--profile", bad, "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "E.npy")
+    assert code == 2 and len(err.strip().splitlines()) == 1
