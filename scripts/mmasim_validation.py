@@ -1,0 +1,402 @@
+"""fpscope presets vs MMA-Sim (``mmasim``, Xie et al., arXiv 2511.10909), output bit for bit.
+
+For every preset in :data:`fpscope.profile.PRESETS` that has a matching mmasim instruction
+model (:data:`MODELS`), draw operand tiles of the instruction's full m x n x k shape, run the
+mmasim model on the tiles (``op(A, B, C) -> D``, A: (m, k), B: (k, n), C, D: (m, n) torch
+tensors of the instruction's types) and fpscope's :func:`~fpscope.emulate.vectorized.fdpa_batch`
+on one instruction per output element (row i of A, column j of B, C[i, j]), and compare the
+output bit patterns. NaN: both models return a canonical NaN (mmasim 0x7FFF / 0x7FFFFFFF,
+fpscope ``profile.nan_bits``), so the patterns are compared as they are.
+
+Operand generators (each gets an equal share of the cases):
+
+* ``bits``: uniformly random bit patterns of the input format (a, b) and output format (c):
+  NaN, Inf, subnormals, signed zeros included.
+* ``finite``: random bit patterns with the all-ones exponent field excluded (no NaN/Inf).
+* ``cancel``: cancellation-heavy: products come in pairs ``a*b`` and ``(-a)*b`` (one partner
+  sometimes off by one ulp), c the negated value of a product (or random), some zeros.
+* ``wide``: wide exponent spread: every operand is either near the top of its format's range
+  or near the bottom (subnormals, zeros), so alignment shifts and ``e_zero`` matter.
+* ``tiny``: only subnormal / smallest-binade operands and zeros (products far below c's range):
+  the ``e_zero`` edge.
+
+Usage: ``python scripts/mmasim_validation.py [--cases N] [--preset NAME ...] [--seed S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpscope.emulate.vectorized import fdpa_batch
+from fpscope.formats import decode, encode
+from fpscope.profile import PRESETS, resolve_format
+
+#: preset -> (mmasim class name, arch, shape_and_type). Hopper fp8: mmasim has no Hopper mma.sync
+#: fp8 model (its Hopper mma list has no sm_89 fp8 shapes), only wgmma m64nNk32; the fpscope
+#: fp8 fp32-output presets are the wgmma arithmetic, the fp16-output presets model mma.sync.
+MODELS: dict[str, tuple[str, str, str]] = {
+    "volta-fp16": ("MMA", "Volta", "m8n8k4.f32.f16.f16.f32"),
+    "volta-fp16-fp16out": ("MMA", "Volta", "m8n8k4.f16.f16.f16.f16"),
+    "turing-fp16": ("MMA", "Turing", "m16n8k8.f32.f16.f16.f32"),
+    "turing-fp16-fp16out": ("MMA", "Turing", "m16n8k8.f16.f16.f16.f16"),
+    "ampere-fp16": ("MMA", "Ampere", "m16n8k16.f32.f16.f16.f32"),
+    "ampere-fp16-fp16out": ("MMA", "Ampere", "m16n8k16.f16.f16.f16.f16"),
+    "ampere-bf16": ("MMA", "Ampere", "m16n8k16.f32.bf16.bf16.f32"),
+    "ampere-tf32": ("MMA", "Ampere", "m16n8k8.f32.tf32.tf32.f32"),
+    "ada-fp16": ("MMA", "Ada Lovelace", "m16n8k16.f32.f16.f16.f32"),
+    "ada-fp16-fp16out": ("MMA", "Ada Lovelace", "m16n8k16.f16.f16.f16.f16"),
+    "ada-bf16": ("MMA", "Ada Lovelace", "m16n8k16.f32.bf16.bf16.f32"),
+    "ada-tf32": ("MMA", "Ada Lovelace", "m16n8k8.f32.tf32.tf32.f32"),
+    "ada-e4m3": ("MMA", "Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32"),
+    "ada-e4m3-fp16out": ("MMA", "Ada Lovelace", "m16n8k32.f16.e4m3.e4m3.f16"),
+    "ada-e5m2": ("MMA", "Ada Lovelace", "m16n8k32.f32.e5m2.e5m2.f32"),
+    "ada-e5m2-fp16out": ("MMA", "Ada Lovelace", "m16n8k32.f16.e5m2.e5m2.f16"),
+    "hopper-fp16": ("MMA", "Hopper", "m16n8k16.f32.f16.f16.f32"),
+    "hopper-fp16-fp16out": ("MMA", "Hopper", "m16n8k16.f16.f16.f16.f16"),
+    "hopper-bf16": ("MMA", "Hopper", "m16n8k16.f32.bf16.bf16.f32"),
+    "hopper-tf32": ("MMA", "Hopper", "m16n8k8.f32.tf32.tf32.f32"),
+    "hopper-e4m3": ("WGMMA", "Hopper", "m64n8k32.f32.e4m3.e4m3"),
+    "hopper-e4m3-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e4m3.e4m3"),
+    "hopper-e5m2": ("WGMMA", "Hopper", "m64n8k32.f32.e5m2.e5m2"),
+    "hopper-e5m2-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e5m2.e5m2"),
+}
+
+GENERATORS = ("bits", "finite", "cancel", "wide", "tiny")
+
+
+def model_name(preset: str) -> str:
+    cls, arch, st = MODELS[preset]
+    return f"{cls}({arch!r}, {st!r})"
+
+
+def build_model(preset: str):
+    import mmasim.nv_ptx as nv
+
+    cls, arch, st = MODELS[preset]
+    return getattr(nv, cls)(arch, st)
+
+
+# -- operand bit patterns ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Layout:
+    bits: int
+    mant: int   # trailing significand bits
+    exp: int    # exponent field bits
+    specials: str
+
+    @property
+    def exp_max_field(self) -> int:  # largest exponent field of a finite value
+        return (1 << self.exp) - (2 if self.specials == "ieee" else 1)
+
+
+def _layout(fmt_name: str) -> _Layout:
+    fmt = resolve_format(fmt_name)
+    mant = fmt.p - 1
+    return _Layout(fmt.bits, mant, fmt.bits - 1 - mant, fmt.specials)
+
+
+def _finite_ok(pat: np.ndarray, lay: _Layout) -> np.ndarray:
+    ex = (pat >> lay.mant) & ((1 << lay.exp) - 1)
+    if lay.specials == "ieee":
+        return ex != (1 << lay.exp) - 1
+    mant = pat & ((1 << lay.mant) - 1)  # "fn": S.1111.111 is NaN
+    return ~((ex == (1 << lay.exp) - 1) & (mant == (1 << lay.mant) - 1))
+
+
+def _random_bits(rng, shape, lay: _Layout, finite: bool) -> np.ndarray:
+    pat = rng.integers(0, 1 << lay.bits, size=shape, dtype=np.int64)
+    if finite:
+        bad = ~_finite_ok(pat, lay)
+        while bad.any():
+            pat[bad] = rng.integers(0, 1 << lay.bits, size=int(bad.sum()), dtype=np.int64)
+            bad = ~_finite_ok(pat, lay)
+    return pat
+
+
+def _compose(sign, ex, mant, lay: _Layout) -> np.ndarray:
+    pat = (sign.astype(np.int64) << (lay.bits - 1)) | (ex.astype(np.int64) << lay.mant) | mant
+    return np.where(_finite_ok(pat, lay), pat, pat & ~np.int64(1))  # e4m3fn 0x7F -> 0x7E
+
+
+def _wide_bits(rng, shape, lay: _Layout, tiny_only: bool) -> np.ndarray:
+    sign = rng.integers(0, 2, size=shape)
+    mant = rng.integers(0, 1 << lay.mant, size=shape, dtype=np.int64)
+    lo = rng.integers(0, 3, size=shape)  # exponent fields 0 (subnormal), 1, 2
+    if tiny_only:
+        ex = lo
+    else:
+        hi = lay.exp_max_field - rng.integers(0, 4, size=shape)
+        ex = np.where(rng.random(shape) < 0.5, lo, hi)
+    pat = _compose(sign, ex, mant, lay)
+    zero = rng.random(shape) < 0.15
+    return np.where(zero, sign.astype(np.int64) << (lay.bits - 1), pat)
+
+
+def _gen_tiles(gen: str, rng, tiles: int, m: int, n: int, k: int, lin: _Layout,
+               lout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bit patterns A (tiles, m, k), B (tiles, k, n), C (tiles, m, n)."""
+    if gen in ("bits", "finite"):
+        fin = gen == "finite"
+        return (_random_bits(rng, (tiles, m, k), lin, fin),
+                _random_bits(rng, (tiles, k, n), lin, fin),
+                _random_bits(rng, (tiles, m, n), lout, fin))
+    if gen in ("wide", "tiny"):
+        t = gen == "tiny"
+        C = (_wide_bits(rng, (tiles, m, n), lout, t) if not t else
+             np.where(rng.random((tiles, m, n)) < 0.5,
+                      _wide_bits(rng, (tiles, m, n), lout, True),
+                      _random_bits(rng, (tiles, m, n), lout, True)))
+        return (_wide_bits(rng, (tiles, m, k), lin, t),
+                _wide_bits(rng, (tiles, k, n), lin, t), C)
+    if gen == "cancel":
+        # moderate exponents so products are normal and exact; pairs cancel along k
+        bias_field = (1 << (lin.exp - 1)) - 1
+        spread = max(1, min(4, bias_field - 1))
+
+        def mid(shape):
+            sign = rng.integers(0, 2, size=shape)
+            ex = bias_field + rng.integers(-spread, spread + 1, size=shape)
+            mant = rng.integers(0, 1 << lin.mant, size=shape, dtype=np.int64)
+            return _compose(sign, ex, mant, lin)
+
+        A = mid((tiles, m, k))
+        B = mid((tiles, k, n))
+        half = k // 2
+        signbit = np.int64(1) << (lin.bits - 1)
+        A[:, :, half:2 * half] = A[:, :, :half] ^ signbit  # a_{j+half} = -a_j
+        B[:, half:2 * half, :] = B[:, :half, :]
+        # nudge some partners by one ulp (magnitude up/down), zero a few operands
+        nudge = rng.random((tiles, m, half)) < 0.3
+        step = np.where(rng.random((tiles, m, half)) < 0.5, 1, -1)
+        part = A[:, :, half:2 * half]
+        low = part & ((1 << lin.mant) - 1)
+        ok = nudge & (low + step >= 0) & (low + step < (1 << lin.mant))
+        A[:, :, half:2 * half] = np.where(ok, part + step, part)
+        zero = rng.random((tiles, m, k)) < 0.05
+        A = np.where(zero, 0, A)
+        # c: minus a product (exact in the output format? round it), or random, or zero
+        av = decode(A, resolve_format(_fmt_in_name(lin)))
+        bv = decode(B, resolve_format(_fmt_in_name(lin)))
+        j = rng.integers(0, k, size=(tiles, m, n))
+        ti, mi, ni = np.indices((tiles, m, n))
+        prod = -av[ti, mi, j] * bv[ti, j, ni]
+        fout = resolve_format(_fmt_out_name(lout))
+        cpat = encode(prod, fout, mode="RZ").astype(np.int64)
+        r = rng.random((tiles, m, n))
+        C = np.where(r < 0.6, cpat, _random_bits(rng, (tiles, m, n), lout, True))
+        C = np.where(r > 0.9, 0, C)
+        return A, B, C
+    raise ValueError(f"unknown generator {gen!r}")
+
+
+_LAYOUT_NAMES: dict[_Layout, str] = {}
+
+
+def _fmt_in_name(lay: _Layout) -> str:
+    return _LAYOUT_NAMES[lay]
+
+
+_fmt_out_name = _fmt_in_name
+
+
+def _register(name: str) -> _Layout:
+    lay = _layout(name)
+    _LAYOUT_NAMES.setdefault(lay, name)
+    return lay
+
+
+# -- torch side ----------------------------------------------------------------------------------
+
+def _torch_dtypes():
+    import torch
+
+    return {
+        "fp16": (torch.int16, torch.float16),
+        "bf16": (torch.int16, torch.bfloat16),
+        "fp32": (torch.int32, torch.float32),
+        "tf32": (torch.int32, torch.float32),
+        "fp8_e4m3fn": (torch.uint8, torch.float8_e4m3fn),
+        "fp8_e5m2": (torch.uint8, torch.float8_e5m2),
+    }
+
+
+def _to_torch(pat: np.ndarray, fmt_name: str):
+    import torch
+
+    itype, ftype = _torch_dtypes()[fmt_name]
+    bits = {torch.int16: 16, torch.int32: 32, torch.uint8: 8}[itype]
+    signed = pat.astype(np.int64)
+    if itype != torch.uint8:
+        signed = np.where(signed >= 1 << (bits - 1), signed - (1 << bits), signed)
+    return torch.from_numpy(signed).to(itype).view(ftype)
+
+
+def _from_torch(d, out_name: str) -> np.ndarray:
+    import torch
+
+    itype, _ = _torch_dtypes()[out_name]
+    bits = {torch.int16: 16, torch.int32: 32}[itype]
+    v = d.contiguous().view(itype).numpy().astype(np.int64)
+    return v & ((1 << bits) - 1)
+
+
+# -- comparison ----------------------------------------------------------------------------------
+
+def _hex(pat, lay: _Layout) -> str:
+    w = (lay.bits + 3) // 4
+    return " ".join(f"{int(x):0{w}x}" for x in np.ravel(pat))
+
+
+@dataclass
+class Result:
+    preset: str
+    model: str
+    cases: int = 0
+    matched: int = 0
+    seconds: float = 0.0
+    by_gen: dict = field(default_factory=dict)   # gen -> [cases, matched]
+    examples: list = field(default_factory=list)  # dicts, first few mismatches per generator
+
+    @property
+    def status(self) -> str:
+        return "match" if self.matched == self.cases else "MISMATCH"
+
+
+def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
+            generators=GENERATORS) -> Result:
+    """Compare ``preset`` with its mmasim model on about ``cases`` output elements."""
+    import torch
+
+    prof = PRESETS[preset]
+    op = build_model(preset)
+    m, n, k = op.m, op.n, op.k
+    assert k == prof.k, (preset, k, prof.k)
+    in_name = "fp32" if prof.in_format == "tf32" else prof.in_format  # tf32 operands: fp32 bits
+    out_name = prof.out_format
+    lin, lout = _register(in_name), _register(out_name)
+    fin, fout = resolve_format(in_name), resolve_format(out_name)
+    res = Result(preset, model_name(preset))
+    t0 = time.perf_counter()
+    per_gen = -(-cases // len(generators))
+    for gi, gen in enumerate(generators):
+        rng = np.random.default_rng([seed, gi, sum(map(ord, preset))])
+        tiles = max(1, -(-per_gen // (m * n)))
+        A, B, C = _gen_tiles(gen, rng, tiles, m, n, k, lin, lout)
+        # mmasim: one call per full m x n x k tile
+        At, Bt, Ct = _to_torch(A, in_name), _to_torch(B, in_name), _to_torch(C, out_name)
+        with torch.no_grad():
+            D = torch.stack([op(At[t], Bt[t], Ct[t]) for t in range(tiles)])
+        d_sim = _from_torch(D, out_name).reshape(-1)
+        # fpscope: one instruction per output element
+        av, bv, cv = decode(A, fin), decode(B, fin), decode(C, fout)
+        a_rows = np.repeat(av[:, :, None, :], n, axis=2).reshape(-1, k)      # (t, m, n, k)
+        b_cols = np.repeat(np.swapaxes(bv, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
+        d_fp = fdpa_batch(a_rows, b_cols, cv.reshape(-1), prof)
+        d_fp_bits = encode(d_fp, fout).astype(np.int64)
+        d_fp_bits = np.where(np.isnan(d_fp), prof.nan_bits, d_fp_bits)
+        sim_nan = np.isnan(decode(d_sim, fout))
+        same = (d_sim == d_fp_bits) | (sim_nan & np.isnan(d_fp))
+        res.by_gen[gen] = [same.size, int(same.sum())]
+        res.cases += same.size
+        res.matched += int(same.sum())
+        a_pat = np.repeat(A[:, :, None, :], n, axis=2).reshape(-1, k)
+        b_pat = np.repeat(np.swapaxes(B, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
+        for i in np.flatnonzero(~same)[:max_examples]:
+            res.examples.append({
+                "generator": gen,
+                "a": _hex(a_pat[i], lin), "b": _hex(b_pat[i], lin),
+                "c": _hex(C.reshape(-1)[i], lout),
+                "mmasim": _hex(d_sim[i], lout), "fpscope": _hex(d_fp_bits[i], lout),
+                "a_values": a_rows[i].tolist(), "b_values": b_cols[i].tolist(),
+                "c_value": float(cv.reshape(-1)[i]),
+            })
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+#: Hand-made fp16-input, fp16-output cases where the exponent a zero term takes (``e_zero``)
+#: decides an RNE tie: c = 0 and a zero product (so the zero's exponent is the block maximum),
+#: nonzero products far below it, their exact sum (2^-25 + a low bit, or 2.5 * 2^-24 + a low
+#: bit) sits one low bit above a tie. mmasim's e_zero is one above fpscope's for every fp16
+#: output (Volta -19 vs -20, Turing/Ampere/Ada -20 vs -21, Hopper -21 vs -22), so mmasim's
+#: window cut ``2^(e_zero - F)`` drops the low bit fpscope keeps. a/b hold the leading products;
+#: the rest of k is zeros.
+E_ZERO_TIE_CASES: dict[str, tuple[list, list]] = {
+    # 2^-23 + 2^-32 + 2^-43  +  (2^-25 - 2^-32); bit 2^-43: cut at -42 (mmasim) / -43 (fpscope)
+    "volta-fp16-fp16out": ([(1 + 2**-10) * 2**-10, 1.984375 * 2**-13],
+                           [(1 + 2**-10) * 2**-13, 2**-13]),
+    # 2^-25 + 2^-34 + 2^-45  -  2^-34; bit 2^-45: cut at -44 (mmasim) / -45 (fpscope)
+    **{p: ([(1 + 2**-10) * 2**-12, -2**-14], [(1 + 2**-10) * 2**-13, 2**-20])
+       for p in ("turing-fp16-fp16out", "ampere-fp16-fp16out", "ada-fp16-fp16out")},
+    # 2^-27 + 2^-36 + 2^-47  +  3 * 2^-27  -  2^-36; bit 2^-47: cut at -46 / -47
+    "hopper-fp16-fp16out": ([(1 + 2**-10) * 2**-14, 1.5 * 2**-13, -2**-14],
+                            [(1 + 2**-10) * 2**-13, 2**-13, 2**-22]),
+}
+
+
+def e_zero_tie(preset: str) -> tuple[int, int, np.ndarray]:
+    """(mmasim bits, fpscope bits, A) of the :data:`E_ZERO_TIE_CASES` case of ``preset``."""
+    import torch
+
+    prof = PRESETS[preset]
+    op = build_model(preset)
+    av, bv = E_ZERO_TIE_CASES[preset]
+    a = np.zeros(prof.k)
+    b = np.zeros(prof.k)
+    a[:len(av)] = av
+    b[:len(bv)] = bv
+    A = np.zeros((op.m, op.k))
+    B = np.zeros((op.k, op.n))
+    A[0], B[:, 0] = a, b
+    with torch.no_grad():
+        D = op(torch.tensor(A).half(), torch.tensor(B).half(), torch.zeros(op.m, op.n).half())
+    d_sim = int(_from_torch(D, "fp16")[0, 0])
+    d_fp = fdpa_batch(a[None], b[None], np.zeros(1), prof)
+    return d_sim, int(encode(d_fp, resolve_format("fp16"))[0]), a
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=int, default=10_000, help="cases per preset (default 10^4)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--preset", action="append", help="only these presets (repeatable)")
+    ap.add_argument("--examples", type=int, default=1,
+                    help="mismatch examples printed per generator (default 1)")
+    args = ap.parse_args(argv)
+    presets = args.preset or [p for p in PRESETS if p in MODELS]
+    missing = [p for p in PRESETS if p not in MODELS]
+    results = []
+    print(f"{'preset':<22} {'mmasim model':<52} {'cases':>8} {'matched':>8} "
+          f"{'status':<9} {'s':>6}  per generator (matched/cases)")
+    for p in presets:
+        r = compare(p, args.cases, seed=args.seed, max_examples=args.examples)
+        results.append(r)
+        gens = " ".join(f"{g}:{mt}/{c}" for g, (c, mt) in r.by_gen.items())
+        print(f"{p:<22} {r.model:<52} {r.cases:>8} {r.matched:>8} {r.status:<9} "
+              f"{r.seconds:>6.1f}  {gens}", flush=True)
+    for p in missing:
+        print(f"{p:<22} {'(no mmasim model)':<52} {0:>8} {0:>8} skipped")
+    print("\ne_zero tie cases (fp16 in, fp16 out; a, b of the leading products, c = 0):")
+    for p in E_ZERO_TIE_CASES:
+        if p in presets:
+            d_sim, d_fp, a = e_zero_tie(p)
+            av, bv = E_ZERO_TIE_CASES[p]
+            print(f"  {p:<22} a={_hex(encode(av, resolve_format('fp16')), _layout('fp16'))} "
+                  f"b={_hex(encode(bv, resolve_format('fp16')), _layout('fp16'))} "
+                  f"mmasim={d_sim:04x} fpscope={d_fp:04x} "
+                  f"{'match' if d_sim == d_fp else 'MISMATCH'}")
+    for r in results:
+        for ex in r.examples:
+            print(f"\n{r.preset} [{ex['generator']}] a={ex['a']}\n  b={ex['b']}\n  c={ex['c']} "
+                  f"mmasim={ex['mmasim']} fpscope={ex['fpscope']}")
+    return 0 if all(r.status == "match" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
