@@ -1,55 +1,94 @@
-"""Benchmark: the vectorised matrix-unit emulator against np.matmul float32 of the same shape.
+"""Benchmark: whole-GEMM emulation of matrix units against np.matmul float32, side by side.
 
-Run: python benchmarks/bench_emulate.py [--n 256] [--repeats 3]
+Run: python benchmarks/bench_emulate.py [--n 4096] [--repeats 1] [--engine numba]
+     [--preset hopper-fp16 ...]
 
-Prints one table: median seconds of ``fpscope.emulate.matmul`` (a GEMM as a chain of
-instructions of the preset) and of ``np.matmul`` on float32 copies, measured side by side in
-one run, and their ratio. Issue 3's target is a ratio of at most 12 at 4096^3 (numba kernel,
-not built yet); this measures the numpy engine at a size it can do in seconds.
+For each preset, one child process builds A and B (n x n, random normal values rounded to the
+preset's input format; tf32: fp32 values), times ``np.matmul`` on float32 copies (best of 3)
+and then ``fpscope.emulate.matmul(A, B, profile=preset)`` (the public API: operand checks,
+exponent extraction and the GEMM; the numba kernel's compilation is loaded from its cache by a
+small warm-up call first), and reports its peak resident memory (the whole process: operands
+included). Issue 3's targets at n = 4096: ratio at most 12 for hopper-fp16, peak memory under
+2 GB. The table prints one row per preset, all measured in this one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
+import resource
+import subprocess
 import sys
 import time
 
 import numpy as np
 
-from fpscope.emulate import matmul
-from fpscope.formats import round_to_format
-from fpscope.profile import PRESETS, resolve_format
+DEFAULT_PRESETS = ["hopper-fp16", "hopper-bf16", "hopper-tf32", "hopper-e4m3", "ada-e4m3",
+                   "ampere-fp16"]
 
 
-def _median(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def _operands(name: str, n: int):
+    from fpscope.formats import round_to_format
+    from fpscope.profile import PRESETS, resolve_format
+
+    p = PRESETS[name]
+    rng = np.random.default_rng(0)
+    if p.operand_conversion:  # tf32: fp32 containers, reduced by the emulator
+        return p, (rng.standard_normal((n, n), dtype=np.float32),
+                   rng.standard_normal((n, n), dtype=np.float32))
+    fin = resolve_format(p.in_format)
+    return p, (round_to_format(rng.standard_normal((n, n)), fin),
+               round_to_format(rng.standard_normal((n, n)), fin))
+
+
+def child(name: str, n: int, repeats: int, engine: str) -> dict:
+    from fpscope.emulate import matmul
+
+    p, (A, B) = _operands(name, n)
+    t_np = _time_np_matmul(A.astype(np.float32), B.astype(np.float32))
+    matmul(A[:64, :64], B[:64, :64], profile=p, engine=engine)  # loads the compiled code
+    t_emu = min(_timed(lambda: matmul(A, B, profile=p, engine=engine)) for _ in range(repeats))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    return {"preset": name, "n": n, "engine": engine, "emulate_s": t_emu, "np_s": t_np,
+            "peak_mb": peak_mb}
+
+
+def _time_np_matmul(A32, B32) -> float:
+    return min(_timed(lambda: A32 @ B32) for _ in range(3))
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--preset", action="append", help="preset name (repeatable); default a few")
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--engine", default="numba", choices=["numba", "numpy", "auto"])
+    ap.add_argument("--preset", action="append", help="preset name (repeatable); default: "
+                    + ", ".join(DEFAULT_PRESETS))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    names = args.preset or ["hopper-fp16", "ampere-bf16", "hopper-e4m3"]
-    n = args.n
-    rng = np.random.default_rng(0)
-    print(f"{'preset':16s} {'n':>6s} {'emulate s':>10s} {'np.matmul s':>12s} {'ratio':>8s}")
+    if args.child:
+        print(json.dumps(child(args.child, args.n, args.repeats, args.engine)))
+        return 0
+    names = args.preset or DEFAULT_PRESETS
+    print(f"{'preset':14s} {'n':>5s} {'engine':>6s} {'emulate s':>10s} {'np.matmul s':>12s} "
+          f"{'ratio':>7s} {'peak MB':>8s}")
     for name in names:
-        p = PRESETS[name]
-        fin = resolve_format(p.in_format)
-        A = round_to_format(rng.standard_normal((n, n)), fin)
-        B = round_to_format(rng.standard_normal((n, n)), fin)
-        A32, B32 = A.astype(np.float32), B.astype(np.float32)
-        t_emu = _median(lambda: matmul(A, B, profile=p), args.repeats)
-        t_np = _median(lambda: A32 @ B32, max(args.repeats, 5))
-        print(f"{name:16s} {n:6d} {t_emu:10.3f} {t_np:12.4f} {t_emu / t_np:7.0f}x")
+        out = subprocess.run([sys.executable, __file__, "--child", name, "--n", str(args.n),
+                              "--repeats", str(args.repeats), "--engine", args.engine],
+                             capture_output=True, text=True, check=False)
+        if out.returncode:
+            print(f"{name:14s} failed: {out.stderr.strip().splitlines()[-1]}")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{name:14s} {r['n']:5d} {r['engine']:>6s} {r['emulate_s']:10.2f} "
+              f"{r['np_s']:12.3f} {r['emulate_s'] / r['np_s']:6.1f}x {r['peak_mb']:8.0f}",
+              flush=True)
     return 0
 
 

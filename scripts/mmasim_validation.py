@@ -20,7 +20,14 @@ Operand generators (each gets an equal share of the cases):
 * ``tiny``: only subnormal / smallest-binade operands and zeros (products far below c's range):
   the ``e_zero`` edge.
 
-Usage: ``python scripts/mmasim_validation.py [--cases N] [--preset NAME ...] [--seed S]``.
+Besides the random cases: ``e_zero_cases`` / ``e_zero_probe`` build, per preset, inputs on which
+``e_zero`` decides the output (or report it unobservable), and ``--sensitivity`` reruns every
+one-parameter change of each preset (F +-1, e_zero +-1, L/2, 2L, step rounding, alignment,
+flushes, -0 rule, operand conversion) on the same cases and counts the outputs it changes.
+
+Usage: ``python scripts/mmasim_validation.py [--cases N] [--preset NAME ...] [--seed S]
+[--sensitivity]`` (about 3.3 s per preset per 10^5 cases on one idle core; the summary table,
+then the e_zero cases, then the first mismatching cases).
 """
 
 from __future__ import annotations
@@ -66,6 +73,33 @@ MODELS: dict[str, tuple[str, str, str]] = {
     "hopper-e5m2-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e5m2.e5m2"),
 }
 
+_PTX_TYPES = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16", "fp8_e4m3fn": "e4m3",
+              "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3", "fp4_e2m1": "e2m1"}
+
+
+def _nv_shape(preset: str) -> tuple[str, str, str]:
+    """The mmasim model of an experimental NVIDIA preset, from its name and formats."""
+    prof = PRESETS[preset]
+    d = "f16" if prof.out_format == "fp16" else "f32"
+    t = _PTX_TYPES[prof.in_format]
+    kind = {"tf32": "tf32", "f16": "f16", "bf16": "f16"}.get(t, "f8f6f4")
+    if preset.startswith("hopper-wgmma-"):
+        return ("WGMMA", "Hopper", f"m64n8k{prof.k}.{d}.{t}.{t}")
+    if preset.startswith("blackwell-tcgen05-"):
+        return ("TCGen05MMA", "Blackwell", f"m64n8k{prof.k}.kind::{kind}.{d}.{t}.{t}")
+    arch = "RTX Blackwell" if preset.startswith("rtx-") else "Blackwell"
+    if t in ("e3m2", "e2m3", "e2m1"):  # sm_120 only
+        return ("MMA", arch, f"m16n8k{prof.k}.kind::f8f6f4.{d}.{t}.{t}.{d}")
+    return ("MMA", arch, f"m16n8k{prof.k}.{d}.{t}.{t}.{d}")
+
+
+MODELS.update((p, _nv_shape(p)) for p in PRESETS
+              if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-")))
+MODELS.update({
+    "cdna1-fp16": ("MFMA", "CDNA1", "f32_16x16x16f16"),
+    "cdna1-bf16": ("MFMA", "CDNA1", "f32_16x16x8bf16"),
+})
+
 GENERATORS = ("bits", "finite", "cancel", "wide", "tiny")
 
 
@@ -76,9 +110,10 @@ def model_name(preset: str) -> str:
 
 def build_model(preset: str):
     import mmasim.nv_ptx as nv
+    from mmasim import amd
 
     cls, arch, st = MODELS[preset]
-    return getattr(nv, cls)(arch, st)
+    return getattr(amd if cls == "MFMA" else nv, cls)(arch, st)
 
 
 # -- operand bit patterns ----------------------------------------------------------------------
@@ -105,6 +140,8 @@ def _finite_ok(pat: np.ndarray, lay: _Layout) -> np.ndarray:
     ex = (pat >> lay.mant) & ((1 << lay.exp) - 1)
     if lay.specials == "ieee":
         return ex != (1 << lay.exp) - 1
+    if lay.specials == "none":  # fp6, fp4: every pattern is finite
+        return np.ones(np.shape(pat), dtype=bool)
     mant = pat & ((1 << lay.mant) - 1)  # "fn": S.1111.111 is NaN
     return ~((ex == (1 << lay.exp) - 1) & (mant == (1 << lay.mant) - 1))
 
@@ -223,6 +260,11 @@ def _torch_dtypes():
         "tf32": (torch.int32, torch.float32),
         "fp8_e4m3fn": (torch.uint8, torch.float8_e4m3fn),
         "fp8_e5m2": (torch.uint8, torch.float8_e5m2),
+        # mmasim holds fp6 / fp4 one per uint8: fp6 in bits 5:0, fp4 in bits 5:2
+        # (helper.decode_uint8_to_fp6_fp4)
+        "fp6_e3m2": (torch.uint8, torch.uint8),
+        "fp6_e2m3": (torch.uint8, torch.uint8),
+        "fp4_e2m1": (torch.uint8, torch.uint8),
     }
 
 
@@ -232,9 +274,12 @@ def _to_torch(pat: np.ndarray, fmt_name: str):
     itype, ftype = _torch_dtypes()[fmt_name]
     bits = {torch.int16: 16, torch.int32: 32, torch.uint8: 8}[itype]
     signed = pat.astype(np.int64)
+    if fmt_name == "fp4_e2m1":
+        signed = signed << 2
     if itype != torch.uint8:
         signed = np.where(signed >= 1 << (bits - 1), signed - (1 << bits), signed)
-    return torch.from_numpy(signed).to(itype).view(ftype)
+    t = torch.from_numpy(signed).to(itype)
+    return t if ftype == itype else t.view(ftype)
 
 
 def _from_torch(d, out_name: str) -> np.ndarray:
@@ -269,11 +314,15 @@ class Result:
 
 
 def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
-            generators=GENERATORS) -> Result:
-    """Compare ``preset`` with its mmasim model on about ``cases`` output elements."""
+            generators=GENERATORS, profile=None) -> Result:
+    """Compare ``preset`` with its mmasim model on about ``cases`` output elements.
+
+    ``profile``: evaluate this profile instead of the preset (same mmasim model and operands;
+    :func:`sensitivity` uses it to show that a changed parameter is seen).
+    """
     import torch
 
-    prof = PRESETS[preset]
+    prof = PRESETS[preset] if profile is None else profile
     op = build_model(preset)
     m, n, k = op.m, op.n, op.k
     assert k == prof.k, (preset, k, prof.k)
@@ -361,6 +410,113 @@ def e_zero_tie(preset: str) -> tuple[int, int, np.ndarray]:
     return d_sim, int(encode(d_fp, resolve_format("fp16"))[0]), a
 
 
+def _split(value: float, fmt, below: int) -> tuple[float, float] | None:
+    """a, b of ``fmt`` with ``a * b == value`` whose product exponent ``e_a + e_b`` (each at
+    least emin: a subnormal keeps emin) is below ``below``; None if there are none."""
+    from fpscope.formats import is_representable
+
+    e = int(np.frexp(value)[1]) - 1
+    for eb in sorted(range(e // 2 - 40, e // 2 + 40), key=lambda x: abs(x - e / 2)):
+        a, b = value / 2.0**eb, 2.0**eb
+        lead = sum(max(int(np.frexp(abs(x))[1]) - 1, fmt.emin) for x in (a, b))
+        if (lead < below and is_representable(np.array([a, b]), fmt).all()
+                and a * b == value):
+            return float(a), float(b)
+    return None
+
+
+def e_zero_cases(preset: str) -> list[tuple[str, list, list]]:
+    """Hand-made cases on which ``e_zero`` decides the output, or [] where it cannot.
+
+    c = 0 (a zero term: its exponent e_zero is the block maximum), a product P1 on the output
+    grid below 2^e_zero (RZ: the smallest grid step 2^g; RNE: 1.5 * 2^g, a tie) and a product
+    -2^w at the window's cut: w = e_zero - F is kept with e_zero and cut with e_zero + 1,
+    w = e_zero - F - 1 is cut with e_zero and kept with e_zero - 1. Not possible (returns [])
+    when the input format has no such products: fp16, fp8, fp6, fp4 inputs with fp32 output
+    (products are never below 2^-32), e4m3 and narrower with fp16 output, lossless profiles.
+    """
+    prof = PRESETS[preset]
+    if prof.e_zero is None or prof.lossless:
+        return []
+    fin = resolve_format(prof.in_format)
+    fstep = resolve_format(prof.step_rounding[0])
+    g = fstep.emin - (fstep.p - 1)
+    if g >= prof.e_zero:
+        return []
+    p1 = 2.0**g * (1.5 if prof.step_rounding[1] == "RNE" else 1.0)
+    cases = []
+    for label, w in (("e_zero+1", prof.e_zero - prof.frac_bits),
+                     ("e_zero-1", prof.e_zero - prof.frac_bits - 1)):
+        ab1, ab2 = _split(p1, fin, prof.e_zero), _split(-(2.0**w), fin, prof.e_zero)
+        if ab1 is None or ab2 is None:
+            return []
+        cases.append((label, [ab1[0], ab2[0]], [ab1[1], ab2[1]]))
+    return cases
+
+
+def e_zero_probe(preset: str) -> list[tuple[str, int, int, int]]:
+    """(case, mmasim bits, fpscope bits, fpscope bits with the case's e_zero variant)."""
+    import torch
+
+    prof = PRESETS[preset]
+    op = build_model(preset)
+    in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
+    fout = resolve_format(prof.out_format)
+    out = []
+    for label, av, bv in e_zero_cases(preset):
+        a = np.zeros(prof.k)
+        b = np.zeros(prof.k)
+        a[:len(av)], b[:len(bv)] = av, bv
+        A = np.zeros((op.m, op.k))
+        B = np.zeros((op.k, op.n))
+        A[0], B[:, 0] = a, b
+        fin = resolve_format(in_name)
+        At = _to_torch(encode(A, fin).astype(np.int64), in_name)
+        Bt = _to_torch(encode(B, fin).astype(np.int64), in_name)
+        Ct = _to_torch(np.zeros((op.m, op.n), dtype=np.int64), prof.out_format)
+        with torch.no_grad():
+            d_sim = int(_from_torch(op(At, Bt, Ct), prof.out_format)[0, 0])
+        dz = prof.e_zero + (1 if label == "e_zero+1" else -1)
+        d_fp, d_var = (int(encode(fdpa_batch(a[None], b[None], np.zeros(1), q), fout)[0])
+                       for q in (prof, prof.replace(e_zero=dz)))
+        out.append((label, d_sim, d_fp, d_var))
+    return out
+
+
+def _variants(p) -> dict:
+    """One-parameter changes of profile ``p`` (name -> changed profile)."""
+    out = {"F-1": p.replace(frac_bits=p.frac_bits - 1), "F+1": p.replace(frac_bits=p.frac_bits + 1)}
+    if p.lossless:
+        out = {"F=53": p.replace(frac_bits=53 - 2 - (p.block_size + 1).bit_length())}
+    if p.e_zero is not None:
+        out["e_zero-1"] = p.replace(e_zero=p.e_zero - 1)
+        out["e_zero+1"] = p.replace(e_zero=p.e_zero + 1)
+    if p.block_size % 2 == 0:
+        out["L/2"] = p.replace(block_size=p.block_size // 2)
+    if p.k % (2 * p.block_size) == 0:
+        out["2L"] = p.replace(block_size=2 * p.block_size)
+    fmt, mode = p.step_rounding
+    out["step " + ("RNE" if mode != "RNE" else "RZ")] = p.replace(
+        step_rounding=(fmt, "RNE" if mode != "RNE" else "RZ"))
+    for al in ("truncate", "floor", "nearest"):
+        if al != p.alignment and not p.lossless:
+            out[al] = p.replace(alignment=al)
+    out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
+    out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
+    out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
+    if p.operand_conversion is not None:
+        out["operand round"] = p.replace(
+            operand_conversion="round" if p.operand_conversion == "truncate" else "truncate")
+    return out
+
+
+def sensitivity(preset: str, cases: int, seed: int = 0) -> dict:
+    """Variant name -> (matched, cases): each parameter must be seen (matched < cases) or
+    is reported as not observed by these cases."""
+    return {name: (r.matched, r.cases) for name, v in _variants(PRESETS[preset]).items()
+            for r in [compare(preset, cases, seed=seed, max_examples=0, profile=v)]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=10_000, help="cases per preset (default 10^4)")
@@ -368,29 +524,54 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", action="append", help="only these presets (repeatable)")
     ap.add_argument("--examples", type=int, default=1,
                     help="mismatch examples printed per generator (default 1)")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="also run every one-parameter change of each preset on the same cases "
+                         "and print how many outputs each changes (0: not seen by these cases)")
     args = ap.parse_args(argv)
     presets = args.preset or [p for p in PRESETS if p in MODELS]
     missing = [p for p in PRESETS if p not in MODELS]
     results = []
-    print(f"{'preset':<22} {'mmasim model':<52} {'cases':>8} {'matched':>8} "
+    wp = max(len(p) for p in presets) + 1
+    wm = max(len(model_name(p)) for p in presets) + 1
+    print(f"{'preset':<{wp}} {'mmasim model':<{wm}} {'cases':>8} {'matched':>8} "
           f"{'status':<9} {'s':>6}  per generator (matched/cases)")
+    t0 = time.perf_counter()
     for p in presets:
         r = compare(p, args.cases, seed=args.seed, max_examples=args.examples)
         results.append(r)
         gens = " ".join(f"{g}:{mt}/{c}" for g, (c, mt) in r.by_gen.items())
-        print(f"{p:<22} {r.model:<52} {r.cases:>8} {r.matched:>8} {r.status:<9} "
+        print(f"{p:<{wp}} {r.model:<{wm}} {r.cases:>8} {r.matched:>8} {r.status:<9} "
               f"{r.seconds:>6.1f}  {gens}", flush=True)
     for p in missing:
-        print(f"{p:<22} {'(no mmasim model)':<52} {0:>8} {0:>8} skipped")
+        print(f"{p:<{wp}} {'(no mmasim model)':<{wm}} {0:>8} {0:>8} skipped")
+    agree = sum(r.status == "match" for r in results)
+    print(f"\n{agree} of {len(results)} presets agree bit for bit; "
+          f"{sum(r.cases for r in results)} cases in {time.perf_counter() - t0:.0f} s")
     print("\ne_zero tie cases (fp16 in, fp16 out; a, b of the leading products, c = 0):")
-    for p in E_ZERO_TIE_CASES:
+    for p, (av, bv) in E_ZERO_TIE_CASES.items():
         if p in presets:
-            d_sim, d_fp, a = e_zero_tie(p)
-            av, bv = E_ZERO_TIE_CASES[p]
-            print(f"  {p:<22} a={_hex(encode(av, resolve_format('fp16')), _layout('fp16'))} "
+            d_sim, d_fp, _ = e_zero_tie(p)
+            print(f"  {p:<{wp}} a={_hex(encode(av, resolve_format('fp16')), _layout('fp16'))} "
                   f"b={_hex(encode(bv, resolve_format('fp16')), _layout('fp16'))} "
                   f"mmasim={d_sim:04x} fpscope={d_fp:04x} "
                   f"{'match' if d_sim == d_fp else 'MISMATCH'}")
+    print("\ne_zero probes (e_zero_cases: c = 0, products below 2^e_zero; 'variant' is fpscope "
+          "with e_zero moved by one, which must differ):")
+    for p in presets:
+        probe = e_zero_probe(p)
+        if not probe:
+            print(f"  {p:<{wp}} not observable")
+            continue
+        cells = [f"{lab}: mmasim={s_:x} fpscope={f_:x} variant={v_:x}"
+                 for lab, s_, f_, v_ in probe]
+        ok = all(s_ == f_ != v_ for _, s_, f_, v_ in probe)
+        print(f"  {p:<{wp}} {'; '.join(cells)}  {'match' if ok else 'MISMATCH'}")
+    if args.sensitivity:
+        print("\nsensitivity (outputs changed by a one-parameter change, same cases):")
+        for p in presets:
+            res = sensitivity(p, args.cases, seed=args.seed)
+            print(f"  {p:<{wp}} " + " ".join(f"{k}:{c - m}" for k, (m, c) in res.items()),
+                  flush=True)
     for r in results:
         for ex in r.examples:
             print(f"\n{r.preset} [{ex['generator']}] a={ex['a']}\n  b={ex['b']}\n  c={ex['c']} "

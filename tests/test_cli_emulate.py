@@ -92,3 +92,27 @@ def test_emulate_reads_a_profile_file(capsys, tmp_path):
     code, _, err = cli(capsys, "emulate", "--profile", bad, "--a", tmp_path / "A.npy",
                        "--b", tmp_path / "B.npy", "-o", tmp_path / "E.npy")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_emulate_engines_and_epilogue(capsys, tmp_path):
+    rng = np.random.default_rng(4)
+    np.save(tmp_path / "A.npy", rng.standard_normal((4, 32)).astype(np.float16))
+    np.save(tmp_path / "B.npy", rng.standard_normal((32, 3)).astype(np.float16))
+    outs = {}
+    for engine in ("numba", "numpy"):
+        code, _, err = cli(capsys, "emulate", "--profile", "hopper-fp16", "--a",
+                           tmp_path / "A.npy", "--b", tmp_path / "B.npy", "--engine", engine,
+                           "-o", tmp_path / f"{engine}.npy")
+        assert code == 0, err
+        outs[engine] = np.load(tmp_path / f"{engine}.npy")
+    assert np.array_equal(outs["numba"].view(np.uint32), outs["numpy"].view(np.uint32))
+    code, _, err = cli(capsys, "emulate", "--profile", "hopper-fp16", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "--out-format", "fp16", "--alpha", "0.5",
+                       "-o", tmp_path / "h.npy")
+    assert code == 0, err
+    h = np.load(tmp_path / "h.npy")
+    assert h.dtype == np.float16
+    assert np.array_equal(h, (outs["numpy"].astype(np.float64) * 0.5).astype(np.float16))
+    code, _, err = cli(capsys, "emulate", "--profile", "hopper-fp16", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "--alpha", "0.1", "-o", tmp_path / "x.npy")
+    assert code == 2 and "fp32 value" in err and not (tmp_path / "x.npy").exists()

@@ -287,7 +287,73 @@ def test_errors():
 def test_presets_are_exact_in_float64(name):
     p = PRESETS[name]
     check_exact(p)
-    assert p.frac_bits + 2 + math.log2(p.block_size + 1) <= 53
+    assert p.lossless or p.frac_bits + 2 + math.log2(p.block_size + 1) <= 53
+
+
+def _odd_fraction(x):
+    """A Fraction rounded to odd at 53 bits, as a float (the oracle of _exact_sum_odd)."""
+    from fractions import Fraction
+
+    if x == 0:
+        return 0.0
+    sign = -1 if x < 0 else 1
+    x = abs(x)
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    while Fraction(2) ** e > x:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= x:
+        e += 1
+    scaled = x / Fraction(2) ** (e - 52)  # in [2^52, 2^53)
+    q = scaled.numerator // scaled.denominator
+    if q != scaled:
+        q |= 1
+    return sign * math.ldexp(q, e - 52)
+
+
+def test_exact_sum_odd_against_fractions():
+    from fractions import Fraction
+
+    from fpscope.emulate.vectorized import _exact_sum_odd
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for _ in range(3000):
+        n = int(rng.integers(2, 18))
+        e = rng.integers(-160, 160, size=n)
+        t = np.ldexp(rng.integers(-(1 << 24), 1 << 24, size=n).astype(float), e)
+        if rng.random() < 0.5:  # cancellation: a negated partner, one ulp off or exact
+            j = int(rng.integers(0, n - 1))
+            t[j + 1] = -t[j] * (1 + (rng.random() < 0.5) * 2.0**-23)
+        if rng.random() < 0.2:
+            t[rng.random(n) < 0.4] = 0.0
+        rows.append(np.pad(t, (0, 17 - n)))
+    T = np.array(rows)
+    got = _exact_sum_odd(T)
+    want = np.array([_odd_fraction(sum(Fraction(float(v)) for v in r)) for r in T])
+    assert np.array_equal(got, want)
+    # ties and sticky bits a plain float64 sum loses
+    T = np.array([[1.0, 2.0**-53, 2.0**-110], [1.0, -(2.0**-54), -(2.0**-120)],
+                  [2.0**60, -(2.0**60), 2.0**-80], [1.0, 2.0**-53, 0.0]])
+    assert _exact_sum_odd(T).tolist() == [1.0 + 2.0**-52, 1.0 - 2.0**-53,
+                                           2.0**-80, 1.0 + 2.0**-52]
+
+
+def test_lossless_profile_uses_exact_sums():
+    p = PRESETS["cdna1-fp16"]
+    assert p.lossless and not PRESETS["hopper-fp16"].lossless
+    a = np.zeros((3, 16))
+    b = np.zeros((3, 16))
+    c = np.array([1.0, 2.0**20, 1.0])
+    # 1 + 2^-24 (a tie) + 2^-48 (sticky): rounds up; a 26-bit window would round to even
+    a[0, :2], b[0, :2] = [2.0**-12, 2.0**-24], [2.0**-12, 2.0**-24]
+    # 2^20 - 2^20 + 2^-48: the tiny product survives complete cancellation
+    a[1, :2], b[1, :2] = [-(2.0**10), 2.0**-24], [2.0**10, 2.0**-24]
+    # a tie alone rounds to even
+    a[2, 0], b[2, 0] = 2.0**-12, 2.0**-12
+    d = fdpa_batch(a, b, c, p)
+    assert d.tolist() == [1.0 + 2.0**-23, 2.0**-48, 1.0]
+    assert [fdpa(a[i], b[i], c[i], p) for i in range(3)] == d.tolist()
+    assert fdpa_batch(a[:1], b[:1], c[:1], p.replace(frac_bits=24))[0] == 1.0
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if PRESETS[n].in_format == "fp16"

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fpscope.formats import BF16, FP16, FP32, FP64, ROUNDING_MODES, get_format, is_representable, round_to_format, to_storage
+from fpscope.formats import (ALL_FORMATS, BF16, FP16, FP32, FP64, ROUNDING_MODES, decode, get_format,
+                             is_representable, round_to_format, to_storage)
 
 
 def _ref_round(x: float, fmt, mode: str) -> float:
@@ -90,3 +91,24 @@ def test_get_format_aliases_and_errors():
     assert get_format("float32") is FP32 and get_format("half") is FP16 and get_format("fp64") is FP64
     with pytest.raises(ValueError, match="unknown format"):
         get_format("fp7")
+
+
+@pytest.mark.parametrize("name", sorted(ALL_FORMATS))
+def test_is_representable_fast_path_equals_exact_check(name):
+    """The cast round trip (fast path) never accepts what the exact check rejects, nor the
+    reverse: every bit pattern of narrow formats, its float64 neighbours, -0, NaN, Inf."""
+    from fpscope.formats import _is_representable_exact
+
+    fmt = ALL_FORMATS[name]
+    rng = np.random.default_rng(len(name))
+    if fmt.bits <= 16:
+        pats = np.arange(1 << fmt.bits, dtype=np.uint64)
+    else:
+        pats = rng.integers(0, 1 << fmt.bits, size=20000, dtype=np.uint64)
+    x = decode(pats, fmt)
+    x = x[np.isfinite(x)]
+    with np.errstate(over="ignore"):
+        x3 = x * 3.0
+    x = np.concatenate([x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf), x3,
+                        [0.0, -0.0, np.nan, np.inf, -np.inf, 1e300, 5e-324]])
+    assert np.array_equal(is_representable(x, fmt), _is_representable_exact(x, fmt))

@@ -16,7 +16,26 @@ mmasim, because fpscope's presets reproduce the recorded GPU outputs (tests/test
 * fp16-output e_zero: mmasim's zero-term exponent is one above fpscope's for every fp16 output
   (Volta -19/-20, Turing/Ampere/Ada -20/-21, Hopper -21/-22). Random inputs never show it; the
   hand-made RNE-tie cases of ``E_ZERO_TIE_CASES`` do. The recorded sets do not decide it: the
-  fp16-output presets with mmasim's e_zero also reproduce their sets 5000/5000.
+  fp16-output presets with mmasim's e_zero also reproduce their sets 5000/5000. The generic
+  probes of ``mv.e_zero_cases`` show the same for these five presets; the experimental presets
+  (hopper-wgmma-*, blackwell-*, rtx-blackwell-*) take mmasim's e_zero and agree, and moving
+  their e_zero by one changes the probe's output (so the value is confirmed, not unobserved).
+* cdna1-bf16: mmasim returns +0 when a block's exact sum is zero and every term is -0 (its
+  TwoSum normalisation ``x + (xy - x)`` adds a +0); fpscope keeps IEEE 754's -0 (the sum of
+  negative zeros, ``neg_zero_to_pos`` False; mmasim itself keeps -0 for a negative sum that
+  rounds to zero). Only bf16 shows it in random cases: a tiny negative product rounds to -0,
+  and the next block adds -0 products to that -0.
+* tf32 presets (all of them, validated ones included): mmasim reduces an fp32 operand to tf32 by
+  clearing the 13 low bits of its encoding (``helper.truncate_fp32_to_tf32``), so an fp32 NaN
+  whose payload lies only in those bits becomes +-Inf; fpscope's operands are values
+  (``operand_conversion`` "truncate" rounds the value toward zero) and a NaN stays NaN. Random
+  fp32 bit patterns hit this about 3.5 times per 10^5 cases: CASES = 10^4 does not, the larger
+  runs of records/mmasim-validation.txt do. No recording decides what the hardware does.
+
+The experimental presets (no recorded hardware evidence) are the mmasim models: Hopper wgmma,
+Blackwell mma.sync and tcgen05.mma, RTX Blackwell mma.sync (fp16, bf16, tf32, fp8, fp6, fp4
+inputs), AMD CDNA1 (exact block sums). Left out (see fpscope/profile.py): mixed a/b input types,
+block-scaled MX/NVFP4 instructions, CDNA2, CDNA3, FP64/FP32 FMA chains.
 """
 
 import importlib.util
@@ -33,15 +52,22 @@ mv = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("mmasim_validation", mv)
 _spec.loader.exec_module(mv)
 
-CASES = 10_000  # per preset (all 24 presets: about 5 s on one CPU core)
+CASES = 10_000  # per preset (all 66 presets: about 8 s on one CPU core)
 
 #: preset -> (matched, cases) with CASES and seed 0, and why.
 KNOWN_MISMATCH = {
-    "hopper-e4m3-fp16out": (7875, 10240, "mmasim models wgmma (F=13, L=32); fpscope models the "
-                            "recorded mma.sync (two fp16 k16 steps, then c)"),
-    "hopper-e5m2-fp16out": (8282, 10240, "mmasim models wgmma (F=13, L=32); fpscope models the "
-                            "recorded mma.sync (two fp16 k16 steps, then c)"),
+    "hopper-e4m3-fp16out": (7875, 10240, ("mmasim models wgmma (F=13, L=32); fpscope models the "
+                                          "recorded mma.sync (two fp16 k16 steps, then c)")),
+    "hopper-e5m2-fp16out": (8282, 10240, ("mmasim models wgmma (F=13, L=32); fpscope models the "
+                                          "recorded mma.sync (two fp16 k16 steps, then c)")),
+    "cdna1-bf16": (10235, 10240, ("mmasim returns +0 for an exact zero sum of -0 terms (an "
+                                  "artifact of its TwoSum normalisation); fpscope keeps IEEE's "
+                                  "-0")),
 }
+
+#: The validated fp16-output presets whose e_zero is one below mmasim's (module docstring).
+E_ZERO_BELOW_MMASIM = ("volta-fp16-fp16out", "turing-fp16-fp16out", "ampere-fp16-fp16out",
+                       "ada-fp16-fp16out", "hopper-fp16-fp16out")
 
 
 def _param(preset):
@@ -80,3 +106,31 @@ def test_known_mismatch_counts(preset):
 def test_e_zero_tie_case(preset):
     d_sim, d_fp, _ = mv.e_zero_tie(preset)
     assert d_sim == d_fp, f"mmasim {d_sim:04x}, fpscope {d_fp:04x}"
+
+
+def _probe_param(preset):
+    marks = ()
+    if preset in E_ZERO_BELOW_MMASIM:
+        marks = pytest.mark.xfail(strict=True, reason="mmasim e_zero is one above fpscope's for "
+                                  "fp16 output; the recorded sets match both")
+    return pytest.param(preset, id=preset, marks=marks)
+
+
+@pytest.mark.parametrize("preset", [_probe_param(p) for p in mv.MODELS if mv.e_zero_cases(p)])
+def test_e_zero_probe(preset):
+    probe = mv.e_zero_probe(preset)
+    for label, d_sim, d_fp, d_var in probe:
+        assert d_sim == d_fp, f"{label}: mmasim {d_sim:x}, fpscope {d_fp:x}"
+        assert d_var != d_fp, f"{label}: the case does not decide e_zero"
+
+
+def test_e_zero_observability():
+    """Where e_zero cannot change an output (products never reach below it), no probe exists."""
+    from fpscope.profile import PRESETS
+
+    observable = {p for p in mv.MODELS if mv.e_zero_cases(p)}
+    for p in mv.MODELS:
+        prof = PRESETS[p]
+        expect = (not prof.lossless and (prof.in_format in ("bf16", "tf32")
+                  or (prof.in_format == "fp16" and prof.out_format == "fp16")))
+        assert (p in observable) == expect, p

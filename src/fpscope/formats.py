@@ -482,8 +482,37 @@ def is_representable(x, fmt: Format) -> np.ndarray:
 
     NaN counts where the format has a NaN, +-Inf where it has infinities; -0 does not count in
     formats without negative zero (fnuz, e8m0), nor 0 in e8m0.
+
+    Fast path: a value that comes back bit for bit from a cast to the format's storage dtype and
+    back is in the format, whatever rounding the library cast does (widening is exact); only
+    the values that do not come back are checked with :func:`round_to_format`.
     """
     x = np.asarray(x, dtype=np.float64)
+    quick = _round_trips(x, fmt)
+    if quick is not None:
+        if quick.all():
+            return quick
+        rest = ~quick
+        quick[rest] = _is_representable_exact(x[rest], fmt)
+        return quick
+    return _is_representable_exact(x, fmt)
+
+
+def _round_trips(x: np.ndarray, fmt: Format) -> np.ndarray | None:
+    """Where float64 -> storage dtype -> float64 returns x's bits (None: no storage dtype that
+    holds exactly the format, e.g. tf32 in float32, fp6 in a byte)."""
+    try:
+        dt = np.dtype(fmt.numpy_dtype())
+    except ValueError:
+        return None
+    if dt.itemsize * 8 != fmt.bits:
+        return None
+    with np.errstate(all="ignore"):
+        back = x.astype(dt).astype(np.float64)
+    return np.asarray(back.view(np.int64) == x.view(np.int64))
+
+
+def _is_representable_exact(x: np.ndarray, fmt: Format) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         r = round_to_format(x, fmt, "RNE", overflow="saturate")
         ok = (r == x) & np.isfinite(x)

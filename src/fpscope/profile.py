@@ -35,6 +35,7 @@ ALIGNMENTS = ("truncate", "floor", "nearest")
 STATUSES = ("validated", "experimental")
 OPERAND_CONVERSIONS = ("truncate", "round")
 C_ENTRIES = ("first", "last")
+SPLIT_K_ORDERS = ("serial", "pairwise")
 
 
 def resolve_format(name: str) -> Format:
@@ -87,6 +88,15 @@ class Profile:
         c_entry: "first": c is the accumulator of the first block; "last": the blocks start from
             +0 and c is added after the last block, ``d = rho(d + c)`` with step_rounding (H100
             fp8 ``mma.sync ... .f16`` outputs: emulated as two fp16 HMMA k16 steps then an add).
+        split_k: library level (a whole GEMM, :mod:`fpscope.emulate.library`): K is cut into
+            this many equal contiguous slices, each a chain of instructions from +0; their
+            results (in the output format) are added up in ``split_k_order`` ("serial":
+            ``((p0 + p1) + p2) ...``; "pairwise": a balanced tree), each addition rounded to
+            nearest-even in the output format, and C is added last.
+        promotion_interval: library level: every this many products of K (a multiple of k) the
+            instruction chain restarts from +0 and its result is added to a register
+            accumulator in the output format, rounded to nearest-even (FP8 GEMMs without "fast
+            accumulation" promote every 128 products; NUMERICS.md section 2). None: one chain.
         status: "validated" (reproduces recorded hardware outputs bit for bit) or "experimental".
         evidence: the data that reproduces it (empty while experimental).
     """
@@ -109,6 +119,9 @@ class Profile:
     operand_conversion: str | None = None
     k_order: tuple | None = None
     c_entry: str = "first"
+    split_k: int = 1
+    split_k_order: str = "serial"
+    promotion_interval: int | None = None
     status: str = "experimental"
     evidence: str = ""
 
@@ -148,12 +161,34 @@ class Profile:
             raise ValueError(f"k_order must be a permutation of range({self.k})")
         if self.c_entry not in C_ENTRIES:
             raise ValueError(f"unknown c_entry {self.c_entry!r}; known: {C_ENTRIES}")
+        if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or self.split_k < 1:
+            raise ValueError(f"split_k must be a positive integer, not {self.split_k!r}")
+        if self.split_k_order not in SPLIT_K_ORDERS:
+            raise ValueError(f"unknown split_k_order {self.split_k_order!r}; known: "
+                             f"{SPLIT_K_ORDERS}")
+        pi = self.promotion_interval
+        if pi is not None and (not isinstance(pi, int) or isinstance(pi, bool) or pi < 1
+                               or pi % self.k):
+            raise ValueError(f"promotion_interval must be a positive multiple of k ({self.k}), "
+                             f"not {pi!r}")
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; known: {STATUSES}")
 
     @property
     def stages(self) -> int:
         return self.k // self.block_size
+
+    @property
+    def lossless(self) -> bool:
+        """True when the cut at ``2^(e_max - F)`` can never drop a bit of any term.
+
+        That is ``frac_bits >= lossless_frac_bits(...)`` for the input format and every format
+        c arrives in (out_format; the step format for chained blocks): each block is then the
+        exact sum rounded once by rho (AMD CDNA1, mmasim ``arithmetic/fdpa.py: e_fdpa``).
+        """
+        c_formats = {self.out_format, self.step_rounding[0]}
+        return self.frac_bits >= max(lossless_frac_bits(self.in_format, c)
+                                     for c in c_formats)
 
     def replace(self, **changes) -> "Profile":
         return dataclasses.replace(self, **changes)
@@ -191,6 +226,20 @@ class Profile:
         except json.JSONDecodeError as exc:
             raise ValueError(f"not JSON: {exc}") from None
         return cls.from_dict(d)
+
+
+def lossless_frac_bits(in_format: str, c_format: str) -> int:
+    """The smallest F at which no term of a block is ever cut (fpscope's F convention).
+
+    The largest leading exponent a term can have (a product ``2 * emax`` of the input format,
+    c ``emax`` of its format) minus the smallest weight of a last bit (a product of two smallest
+    subnormals ``2 * (emin - (p - 1))``, c ``emin - (p - 1)``): fp16 inputs with fp32 c 276,
+    bf16 inputs with fp32 c 520.
+    """
+    fi, fc = resolve_format(in_format), resolve_format(c_format)
+    top = max(2 * fi.emax, fc.emax)
+    bottom = min(2 * (fi.emin - (fi.p - 1)), fc.emin - (fc.p - 1))
+    return top - bottom
 
 
 def _p(name, arch, in_format, L, k, F, e_zero, out="fp32", step=("fp32", "RZ"), **kw):
@@ -241,6 +290,114 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
     _p("hopper-e5m2-fp16out", "hopper", "fp8_e5m2", 16, 32, 25, -22, out="fp16",
        step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"),
 )}
+
+# -- presets from MMA-Sim's instruction models (experimental: no recorded hardware evidence) --
+#
+# Naming: ``<arch>[-<instruction>]-<input>[-fp16out]``; no instruction = ``mma.sync``.
+# Parameters read from mmasim 2.1.1 (pip package of MMA-Sim, Xie et al., arXiv 2511.10909):
+# nv_ptx/sim.py builds every NVIDIA model as ``arithmetic/fdpa.py: MMA_T_FDPA(F, rho, L_max,
+# e_zero)``: blocks of ``L = min(k, L_max)`` products, the rounded result of a block is the c of
+# the next (``MMA_T_FDPA.dpa``); ``t_fdpa`` cuts every term toward zero at ``2^(e_max - F)``
+# (``truncated_fused_sum``: ``trunc(s * 2^(e - e_max + F))``, s of a product in [1, 4) with
+# exponent e_a + e_b, so mmasim's F is fpscope's ``frac_bits``), gives zero terms ``e_zero``,
+# rounds with rho (``ldexp_and_normalize``: RZ to fp32 or e8m13 at the fp32 subnormal
+# exponent -126, or RNE to fp16) and returns ``+ 0.0`` (-0 -> +0); NaN is 0x7FFF / 0x7FFFFFFF.
+# tf32 operands are truncated (``helper.truncate_fp32_to_tf32``).
+#
+# * Hopper ``wgmma`` (``sim.WGMMA``): L_max = 32 bytes / operand size (tf32 8, fp16/bf16 16,
+#   fp8 32); fp8 F = 13 with rho RZ-E8M13 (fp32 out) or RNE-FP16; otherwise F = 25; e_zero
+#   -133 (fp32 out) or -21 (fp16 out).
+# * Blackwell ``mma.sync`` (``sim.MMA``, arch "Blackwell", the sm_80 / sm_75 shapes) and RTX
+#   Blackwell ``mma.sync`` (arch "RTX Blackwell", plus the sm_89 fp8 and sm_120 kind::f8f6f4
+#   shapes): ``_mma_F_bits`` 25, ``_mma_L_max_bytes`` 32 (L = 32 / operand size), e_zero
+#   ``_mma_e_zero_for_fp32`` -133 / ``_mma_e_zero_for_fp16`` -21; rho RZ-FP32 or RNE-FP16
+#   (the Ada-only F = 13 / RZ-E8M13 fp8 rule does not apply).
+# * Blackwell ``tcgen05.mma`` (``sim.TCGen05MMA``): F = 25, L_max = 32 bytes / operand size
+#   (fp8, fp6 and fp4 operands one per byte: 32), e_zero -133 / -21, rho RZ-FP32 / RNE-FP16.
+#   fp6/fp4 subnormals keep the format's emin (``helper.fp6_fp4_subnormal_exponent``).
+#
+# mmasim's fp16-output e_zero (-21) is one above the hand-chosen -22 of the validated
+# hopper-fp16-fp16out preset (no recording decides it, see tests/test_mmasim_oracle.py); the
+# presets here take mmasim's value.
+#
+# Agreement (scripts/mmasim_validation.py, seed 0): every preset below agrees with mmasim 2.1.1
+# bit for bit on 102,400 cases (cdna1-fp16: 101,120) with --cases 100000; about 3x10^5 per preset
+# in records/mmasim-validation.txt. Exceptions (tests/test_mmasim_oracle.py): cdna1-bf16 (-0
+# sums) and, at about 3.5 cases per 10^5, every tf32 preset (an fp32 NaN whose payload lies in
+# the 13 dropped bits: mmasim clears bits and gets Inf). e_zero is confirmed by the script's
+# e_zero probes where it can change an output (bf16, tf32 inputs; fp16 inputs with fp16
+# output) and cannot be observed elsewhere; F, L, rounding, flushes, operand conversion by the
+# script's --sensitivity run (each one-parameter change alters outputs).
+#
+# mmasim 2.1.1 models left out (the Profile cannot express them; no feature was added):
+# * mixed a/b input types (e4m3 x e5m2, fp8 x fp6, ...: kind::f8f6f4 and wgmma): one in_format;
+# * block-scaled instructions (sim.MMABlockScale, sim.TCGen05MMABlockScale: MXFP8/6/4 and NVFP4,
+#   ``MMA_ST_FDPA`` / ``MMA_GST_FDPA``): scale exponents per product, groups of 16 summed first;
+# * mma.sync shapes with fewer products than the presets' (m16n8k8 bf16, m16n8k4 tf32, m16n8k16
+#   fp8, m8n8k4 on Turing): the same arithmetic with L = k; ``m8n8k4.f32.f16.f16.f16`` (fp16 c,
+#   fp32 d): c and d formats differ;
+# * FP64 mma and AMD FP32/FP64 MFMA (``fma.MMA_FMA``): chains of IEEE FMAs, exact rounding of
+#   a*b + c needs the whole exponent range of fp64 (not a fused block);
+# * AMD CDNA2 (``ftz_mul_add.MMA_FTZ_MUL_ADD``): fp32 products, a tree of RNE fp32 additions with
+#   flush to zero (several roundings per block, not one);
+# * AMD CDNA3 (``fdpa.MMA_TR_FDPA``, ``MMA_GTR_FDPA``): products truncated at F = 24 below their
+#   own maximum (zeros left out), then aligned with c by floor at 2^(e_max - 32) (sum) and
+#   2^(e_max - 24) (c), floored to 31 fraction bits, then RNE-FP32; fp8 sums odd and even
+#   products apart first: a two-stage structure the single fused step does not have.
+_NV_FP8 = (("e4m3", "fp8_e4m3fn"), ("e5m2", "fp8_e5m2"))
+_NV_F8F6F4 = _NV_FP8 + (("e3m2", "fp6_e3m2"), ("e2m3", "fp6_e2m3"), ("e2m1", "fp4_e2m1"))
+
+
+def _mmasim_f25(arch: str, prefix: str, narrow) -> list[Profile]:
+    """The F = 25 presets of one mmasim NVIDIA model family (Blackwell, RTX Blackwell)."""
+    out = [
+        _p(f"{prefix}-tf32", arch, "tf32", 8, 8, 25, -133),
+        _p(f"{prefix}-fp16", arch, "fp16", 16, 16, 25, -133),
+        _p(f"{prefix}-fp16-fp16out", arch, "fp16", 16, 16, 25, -21, out="fp16", step=_FP16),
+        _p(f"{prefix}-bf16", arch, "bf16", 16, 16, 25, -133),
+    ]
+    for short, fmt in narrow:
+        out.append(_p(f"{prefix}-{short}", arch, fmt, 32, 32, 25, -133))
+        out.append(_p(f"{prefix}-{short}-fp16out", arch, fmt, 32, 32, 25, -21, out="fp16",
+                      step=_FP16))
+    return out
+
+
+_MMASIM_PRESETS = [
+    # Hopper wgmma (sim.WGMMA)
+    _p("hopper-wgmma-tf32", "hopper", "tf32", 8, 8, 25, -133),
+    _p("hopper-wgmma-fp16", "hopper", "fp16", 16, 16, 25, -133),
+    _p("hopper-wgmma-fp16-fp16out", "hopper", "fp16", 16, 16, 25, -21, out="fp16", step=_FP16),
+    _p("hopper-wgmma-bf16", "hopper", "bf16", 16, 16, 25, -133),
+    *(p for short, fmt in _NV_FP8 for p in (
+        _p(f"hopper-wgmma-{short}", "hopper", fmt, 32, 32, 13, -133, step=_E8M13),
+        _p(f"hopper-wgmma-{short}-fp16out", "hopper", fmt, 32, 32, 13, -21, out="fp16",
+           step=_FP16))),
+    # Blackwell (sm_100) mma.sync: tf32, fp16, bf16 only (sim.MMA, blackwell_mma_shape_and_type)
+    *_mmasim_f25("blackwell", "blackwell", ()),
+    # Blackwell tcgen05.mma kind::tf32, kind::f16, kind::f8f6f4 (sim.TCGen05MMA)
+    *_mmasim_f25("blackwell", "blackwell-tcgen05", _NV_F8F6F4),
+    # RTX Blackwell (sm_120) mma.sync: sm_80 shapes, sm_89 fp8, sm_120 kind::f8f6f4 (sim.MMA)
+    *_mmasim_f25("rtx-blackwell", "rtx-blackwell", _NV_F8F6F4),
+]
+
+# AMD CDNA1 (MI100) v_mfma f32 <- fp16 / bf16: mmasim amd/sim.py ``MFMA`` builds
+# ``arithmetic/fdpa.py: MMA_E_FDPA(L_max)`` with L_max 4 (fp16) or 2 (bf16): each block of L
+# products plus c is summed exactly and rounded once to fp32 nearest-even (``e_fdpa``: exact
+# float64 products, ``exact_sum`` + ``normalize_parts_to_fp32``), blocks chained as on NVIDIA;
+# no flushes; a zero sum is +0 (torch's sum from +0). Expressed as a lossless window (frac_bits
+# = :func:`lossless_frac_bits`: no term is ever cut), e_zero None. NaN: mmasim returns whatever
+# NaN the float64 sum makes; 0x7FC00000 (the IEEE default quiet NaN) is fpscope's choice,
+# unverified. k: the longest instruction of each type (v_mfma_f32_16x16x16f16,
+# v_mfma_f32_16x16x8bf16).
+_RNE32 = ("fp32", "RNE")
+_MMASIM_PRESETS += [
+    _p("cdna1-fp16", "cdna1", "fp16", 4, 16, lossless_frac_bits("fp16", "fp32"), None,
+       step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False),
+    _p("cdna1-bf16", "cdna1", "bf16", 2, 8, lossless_frac_bits("bf16", "fp32"), None,
+       step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False),
+]
+PRESETS.update((p.name, p) for p in _MMASIM_PRESETS)
 
 
 #: The recorded set (shared/data/hw-vectors) each preset reproduces bit for bit.

@@ -7,9 +7,104 @@ from .reference import fdpa, fdpa_block, output_bits
 
 __all__ = ["fdpa", "fdpa_block", "output_bits"]
 
-from .vectorized import fdpa_batch, matmul  # the vectorised engine
+from .vectorized import fdpa_batch  # the vectorised engine
 
-__all__ += ["fdpa_batch", "matmul"]
+__all__ += ["ENGINES", "dot", "fdpa_batch", "matmul"]
+
+#: GEMM engines: "numba" (:mod:`.kernel`, compiled), "numpy" (:mod:`.vectorized`), "auto".
+ENGINES = ("auto", "numba", "numpy")
+
+#: "auto" uses the numba kernel from this many multiply-adds (M * N * K) up; below it the
+#: numpy engine answers before numba has loaded its compiled code.
+AUTO_NUMBA_FROM = 1 << 21
+
+
+def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
+           threads: int | None = None, alpha: float = 1.0, out_format: str | None = None):
+    """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``, bit-exact.
+
+    K is walked in k-chunks in order; instruction j computes
+    ``fdpa(A[m, jk:(j+1)k], B[jk:(j+1)k, n], d_{j-1})`` with ``d_{-1} = C[m, n]``, so every
+    engine returns the bits of that loop of :func:`reference.fdpa` calls. A profile with
+    library-level fields (``split_k``, ``promotion_interval``) runs several such chains and
+    adds them up (:mod:`fpscope.emulate.library`).
+
+    Args:
+        A: (M, K) array of values exactly representable in ``profile.in_format`` (tf32
+            profiles: fp32 values, reduced per ``profile.operand_conversion``); NaN, Inf, -0 and
+            subnormals allowed. Any float dtype; values are never re-rounded.
+        B: (K, N) likewise.
+        C: (M, N) values of ``profile.out_format``, or None (zeros).
+        profile: a :class:`fpscope.profile.Profile` (keyword; required).
+        pad: pad a K that is not a multiple of ``profile.k`` with zero products (see
+            :func:`fpscope.emulate.vectorized.matmul`: not neutral in general).
+        engine: "numba" (tiled parallel kernel; profiles it cannot run are refused, see
+            :func:`fpscope.emulate.kernel.unsupported`), "numpy" (vectorised engine), or
+            "auto" (numba when installed, the profile is supported and M*N*K is at least
+            ``AUTO_NUMBA_FROM``; otherwise numpy).
+        threads: numba threads (None: all cores).
+        alpha, out_format: the epilogue (:func:`fpscope.emulate.library.epilogue`): with the
+            defaults (1.0, None) D is returned as the chain leaves it.
+
+    Returns:
+        float64 array (M, N) of values of the output format (NaN as float NaN).
+
+    Raises:
+        ValueError: bad shapes, a value not representable in its format (the first is named),
+            K not a multiple of k without ``pad`` (or of ``split_k * k``), an unknown engine,
+            or ``engine="numba"`` with a profile the kernel cannot run (or without numba).
+    """
+    from . import kernel, library, vectorized
+
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    A, B, C = vectorized.prepare(A, B, C, profile, pad)
+    layered = library.has_library_level(profile)
+    why = kernel.unsupported(profile.replace(split_k=1, split_k_order="serial",
+                                             promotion_interval=None))
+    if engine == "auto":
+        big = A.shape[0] * A.shape[1] * B.shape[1] >= AUTO_NUMBA_FROM
+        engine = "numba" if big and why is None and _have_numba() else "numpy"
+    if engine == "numba":
+        if why is not None:
+            raise ValueError(f"{profile.name}: the numba engine cannot run this profile: {why}")
+        if not _have_numba():
+            raise ValueError("the numba engine needs the numba package (pip install numba)")
+
+        def chain(a, b, c, p):
+            return kernel.matmul(a, b, c, p, threads=threads)
+    else:
+        def chain(a, b, c, p):
+            return vectorized.gemm_prepared(a, b, c, p)
+    D = library.library_gemm(A, B, C, profile, chain) if layered else chain(A, B, C, profile)
+    if alpha != 1.0 or out_format is not None:
+        D = library.epilogue(D, alpha, out_format)
+    return D
+
+
+def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto"):
+    """``d = a . b + c`` (1-D a, b of length K) as :func:`matmul` of one row and one column.
+
+    Returns:
+        float (a value of ``profile.out_format``).
+
+    Raises:
+        ValueError: as :func:`matmul`; a or b not 1-D, or of different lengths.
+    """
+    import numpy as np
+
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
+        raise ValueError(f"dot takes two 1-D arrays of one length; got {a.shape} and {b.shape}")
+    C = np.full((1, 1), float(c))
+    return float(matmul(a[None, :], b[:, None], C, profile=profile, pad=pad, engine=engine)[0, 0])
+
+
+def _have_numba() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("numba") is not None
 
 
 # -- recorded hardware vectors (shared/data/hw-vectors; read in place, never copied) ---------
@@ -44,8 +139,9 @@ HW_SETS = {
 def load_hw_set(root, gpu: str, folder: str, out: str):
     """(a, b, c, d) of one recorded set: a, b float64 arrays (n, K); c float64 (n,) as recorded
     (fp32); d the recorded output bit patterns (n,) of the output format (fp32 or fp16)."""
-    import numpy as np
     from pathlib import Path
+
+    import numpy as np
 
     base = Path(root) / gpu / folder
 

@@ -131,7 +131,24 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None) ->
         signs = {s for s, n, _, _ in terms}
         neg = signs == {-1}
         return _rho(-0.0 if neg else 0.0, rounding, profile)
-    return _rho(math.ldexp(total, lsb), rounding, profile)  # exact: |total| < 2^53
+    return _rho(_to_float_odd(total, lsb), rounding, profile)
+
+
+def _to_float_odd(total: int, lsb: int) -> float:
+    """``total * 2^lsb`` as a float64, rounded to odd when it has more than 53 bits.
+
+    Every preset's window keeps ``|total| < 2^53`` (exact). A lossless window (``frac_bits``
+    wider than the formats' whole exponent range, e.g. AMD CDNA1's exact sums) can hold more
+    bits; rounding to odd at 53 bits and then once more to a format of at most 51 bits gives
+    the correctly rounded exact sum (Boldo and Melquiond, IEEE TC 2008; as
+    :func:`fpscope.formats.sum_round_to_odd`).
+    """
+    shift = abs(total).bit_length() - 53
+    if shift <= 0:
+        return math.ldexp(total, lsb)
+    q, r = divmod(abs(total), 1 << shift)
+    q |= 1 if r else 0
+    return math.copysign(math.ldexp(q, lsb + shift), total)
 
 
 def _add(x: float, c: float, profile: Profile) -> float:

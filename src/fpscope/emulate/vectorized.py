@@ -37,19 +37,21 @@ import numpy as np
 from ..formats import FP32, Format, is_representable, round_to_format, sum_round_to_odd
 from ..profile import Profile, resolve_format
 
-__all__ = ["check_exact", "fdpa_batch", "matmul"]
+__all__ = ["check_exact", "fdpa_batch", "gemm_prepared", "matmul", "prepare"]
 
 _SENT = -(1 << 30)  # "no exponent" (a zero term when e_zero is None)
 _MAX_SHIFT = 62  # right shifts past this give the same result on significands below 2^62
 
 
 def check_exact(profile: Profile) -> None:
-    """Raise ValueError unless a block's aligned sum fits float64 exactly.
+    """Raise ValueError unless a block's aligned sum fits float64 exactly, or is lossless.
 
-    The condition is ``F + 2 + log2(L + 1) <= 53`` (module docstring); true for every preset.
+    The condition is ``F + 2 + log2(L + 1) <= 53`` (module docstring), or
+    ``profile.lossless`` (the window never cuts: the block is summed exactly by
+    :func:`_exact_sum_odd`); one of the two holds for every preset.
     """
     bits = profile.frac_bits + 2 + math.log2(profile.block_size + 1)
-    if bits > 53:
+    if bits > 53 and not profile.lossless:
         raise ValueError(
             f"{profile.name}: F + 2 + log2(L + 1) = {bits:.2f} > 53 bits; the vectorised engine "
             f"cannot sum a block of {profile.block_size} terms exactly (use the reference engine)")
@@ -132,6 +134,44 @@ def _specials(ar, br, c):
     return nan, inf, np.where(pos, np.inf, -np.inf)
 
 
+def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Knuth's TwoSum: ``s = fl(x + y)`` and the exact error ``x + y - s``."""
+    s = x + y
+    bp = s - x
+    return s, (x - (s - bp)) + (y - bp)
+
+
+def _exact_sum_odd(terms: np.ndarray) -> np.ndarray:
+    """The exact sum of float64 terms (..., n) rounded to odd at float64 (0 for a zero sum).
+
+    VecSum passes (TwoSum from the bottom up, each error left in place; the exact sum never
+    changes) are repeated until a pass changes nothing. At that fixed point every part is at
+    most half a gap of the part above it, so the rest below the top part ``t`` is smaller than
+    the gap next to ``t`` on its side and has the sign of the part just below ``t``: the exact
+    sum lies strictly between ``t`` and that neighbour, and rounding to odd picks the odd one.
+    Rounding the result once more to a format of at most 51 bits is the correctly rounded
+    exact sum (:func:`fpscope.formats.sum_round_to_odd`). Terms must be finite and their sums
+    far from float64 overflow (fp32 values and narrower products are).
+    """
+    p = list(np.moveaxis(np.asarray(terms, dtype=np.float64), -1, 0))
+    n = len(p)
+    if n == 1:
+        return p[0] + 0.0
+    for _ in range(4 * n + 64):
+        changed = np.zeros(p[0].shape, dtype=bool)
+        for j in range(n - 1):
+            s, e = _two_sum(p[j + 1], p[j])
+            changed |= (s != p[j + 1]) | (e != p[j])
+            p[j + 1], p[j] = s, e
+        if not changed.any():
+            break
+    else:  # pragma: no cover - VecSum passes reach a fixed point in a few passes
+        raise RuntimeError("exact summation did not converge")
+    top, below = p[-1], p[-2]
+    fix = (below != 0) & ((top.view(np.int64) & 1) == 0)
+    return np.where(fix, np.nextafter(top, np.where(below > 0, np.inf, -np.inf)), top)
+
+
 def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin: Format,
            finite: bool) -> np.ndarray:
     """One fused step over broadcastable decoded operands (..., L) and c (...)."""
@@ -140,19 +180,27 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin
     pzero = n == 0
     ez = _SENT if profile.e_zero is None else profile.e_zero
     lead = A.e + B.e
-    plead = np.where(pzero, ez, lead)
     C = _decode(c, c_fmt, profile.flush_inputs)
     czero = C.S == 0
-    clead = np.where(czero, ez, C.e)
-    emax = np.maximum(plead.max(axis=-1), clead)
-    lsb = emax - profile.frac_bits
-    pshift = lead - 2 * (fin.p - 1) - lsb[..., None]
-    cshift = C.e - (c_fmt.p - 1) - lsb
-    total = (_cut(n, pshift, pneg, profile.alignment).sum(axis=-1)
-             + _cut(C.S, cshift, C.neg, profile.alignment))
     allneg = np.all(pneg, axis=-1) & C.neg
-    x = np.ldexp(total.astype(np.float64), np.maximum(lsb, -2000))
-    x = np.where(total == 0, np.where(allneg, -0.0, 0.0), x)
+    if profile.lossless:  # nothing is cut: the exact sum, rounded to odd, then rho
+        pv = np.ldexp(n.astype(np.float64), lead - 2 * (fin.p - 1))
+        cv = np.ldexp(C.S.astype(np.float64), C.e - (c_fmt.p - 1))
+        pv, cv = np.where(pneg, -pv, pv), np.where(C.neg, -cv, cv)
+        pv, cv = np.broadcast_arrays(pv, cv[..., None])
+        x = _exact_sum_odd(np.concatenate([pv, cv[..., :1]], axis=-1))
+        x = np.where(x == 0, np.where(allneg, -0.0, 0.0), x)
+    else:
+        plead = np.where(pzero, ez, lead)
+        clead = np.where(czero, ez, C.e)
+        emax = np.maximum(plead.max(axis=-1), clead)
+        lsb = emax - profile.frac_bits
+        pshift = lead - 2 * (fin.p - 1) - lsb[..., None]
+        cshift = C.e - (c_fmt.p - 1) - lsb
+        total = (_cut(n, pshift, pneg, profile.alignment).sum(axis=-1)
+                 + _cut(C.S, cshift, C.neg, profile.alignment))
+        x = np.ldexp(total.astype(np.float64), np.maximum(lsb, -2000))
+        x = np.where(total == 0, np.where(allneg, -0.0, 0.0), x)
     d = _rho(x, profile.step_rounding, profile)
     if profile.e_zero is None:
         nothing = np.all(pzero, axis=-1) & czero
@@ -243,31 +291,17 @@ def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
     return _chain(A, B, c, profile, finite)
 
 
-def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
-           max_elems: int = 1 << 22) -> np.ndarray:
-    """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``.
+def prepare(A, B, C, profile: Profile | None, pad: bool = False):
+    """Validated float64 operands of a GEMM: ``(A, B, C)`` with K a multiple of ``profile.k``.
 
-    Every output element is computed as on the hardware's K loop: K is walked in k-chunks in
-    order, instruction j computes ``fdpa(A[m, jk:(j+1)k], B[jk:(j+1)k, n], d_{j-1})`` with
-    ``d_{-1} = C[m, n]``; so ``D[m, n]`` equals that loop of :func:`reference.fdpa` calls, bit
-    for bit.
+    Checks and conversions shared by every GEMM engine (see :func:`matmul` for the arguments):
+    A (M, K), B (K, N) values of the input format (tf32 profiles: fp32 values reduced per
+    ``operand_conversion``), C (M, N) values of the output format or None (zeros); with
+    ``pad=True`` a K that is not a multiple of ``profile.k`` is padded with zero products.
 
-    Args:
-        A: (M, K) values of ``profile.in_format`` (tf32: fp32 values, reduced as in fdpa).
-        B: (K, N) likewise.
-        C: (M, N) values of ``profile.out_format``, or None (zeros).
-        profile: the instruction profile (keyword; required).
-        pad: K must be a multiple of ``profile.k``; with ``pad=True`` a K that is not is padded
-            with zero products at the end instead. That is what an instruction fed zero-filled
-            operands computes (as ``emulate.run_hw_set`` does for short recorded vectors), but it
-            is NOT the same as a shorter dot product in general: a zero product takes
-            ``e_zero`` in the alignment max (it can raise ``e_max`` and cut small terms), and
-            with ``e_zero`` None it still joins the sign rule of exact zero sums. Hence off by
-            default.
-        max_elems: rows of A are processed in tiles of about this many (m, n, block) terms.
-
-    Returns:
-        float64 array (M, N).
+    Raises:
+        ValueError: no profile, bad shapes, values not exactly representable (the first is
+            named), K not a multiple of k without ``pad``, K = 0.
     """
     if profile is None:
         raise ValueError("matmul needs a profile")
@@ -297,6 +331,47 @@ def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
         K += extra
     if K == 0:
         raise ValueError("K must be positive")
+    return A, B, C
+
+
+def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
+           max_elems: int = 1 << 22) -> np.ndarray:
+    """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``.
+
+    Every output element is computed as on the hardware's K loop: K is walked in k-chunks in
+    order, instruction j computes ``fdpa(A[m, jk:(j+1)k], B[jk:(j+1)k, n], d_{j-1})`` with
+    ``d_{-1} = C[m, n]``; so ``D[m, n]`` equals that loop of :func:`reference.fdpa` calls, bit
+    for bit.
+
+    Args:
+        A: (M, K) values of ``profile.in_format`` (tf32: fp32 values, reduced as in fdpa).
+        B: (K, N) likewise.
+        C: (M, N) values of ``profile.out_format``, or None (zeros).
+        profile: the instruction profile (keyword; required).
+        pad: K must be a multiple of ``profile.k``; with ``pad=True`` a K that is not is padded
+            with zero products at the end instead. That is what an instruction fed zero-filled
+            operands computes (as ``emulate.run_hw_set`` does for short recorded vectors), but it
+            is NOT the same as a shorter dot product in general: a zero product takes
+            ``e_zero`` in the alignment max (it can raise ``e_max`` and cut small terms), and
+            with ``e_zero`` None it still joins the sign rule of exact zero sums. Hence off by
+            default.
+        max_elems: rows of A are processed in tiles of about this many (m, n, block) terms.
+
+    Returns:
+        float64 array (M, N).
+
+    Raises:
+        ValueError: as :func:`prepare`.
+    """
+    A, B, C = prepare(A, B, C, profile, pad)
+    return gemm_prepared(A, B, C, profile, max_elems)
+
+
+def gemm_prepared(A, B, C, profile: Profile, max_elems: int = 1 << 22) -> np.ndarray:
+    """:func:`matmul` on operands that :func:`prepare` returned."""
+    M, K = A.shape
+    N = B.shape[1]
+    k = profile.k
     fin = resolve_format(profile.in_format)
     DA = _decode(A, fin, profile.flush_inputs)
     DB = _decode(B.T.copy(), fin, profile.flush_inputs)  # (N, K)

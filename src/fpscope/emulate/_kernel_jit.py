@@ -1,0 +1,227 @@
+"""numba code of :mod:`fpscope.emulate.kernel` (imported on first use; see that module's
+docstring for the arithmetic and why each step is exact).
+
+Rounding-mode codes follow ``fpscope.formats.ROUNDING_MODES``: 0 RNE, 1 RZ, 2 RNA, 3 RD, 4 RU.
+Alignment codes: 0 truncate, 1 floor, 2 nearest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_ZERO_BELOW = -8000  # e_a + e_b below this: a zero product (kernel._SENTINEL = -16000)
+_NONE = -(1 << 30)
+
+
+@njit(cache=True, inline="always")
+def _bits(x):
+    return np.float64(x).view(np.int64)
+
+
+@njit(cache=True, inline="always")
+def _pow2(e):
+    """2.0 ** e for an int e in float64's normal exponent range (built from its bits)."""
+    return np.int64((np.int64(e) + 1023) << 52).view(np.float64)
+
+
+@njit(cache=True, inline="always")
+def _round(v, p, q_lo, mf, mode, tiny, big):
+    """v (float64: a finite value normal in float64, +-Inf or NaN) rounded to a format of
+    precision p with max_finite mf in ``mode``: ``formats.round_to_format`` with overflow "inf",
+    plus the reference's rules: +-Inf when ``|v| >= big`` (= 2^(emax+1)) in every mode,
+    results below ``tiny`` (2^emin when flushing, else 0) flushed, -0 -> +0. ``q_lo``: the
+    lowest exponent of a last kept bit (emin - p + 1; -1000 when flushing). Branch-free, so
+    that loops over it vectorise."""
+    q = min(max(((_bits(v) >> 52) & 0x7FF) - 1023 - (p - 1), q_lo), 1000)
+    y = v * _pow2(-q)
+    ay = abs(y)
+    t = np.floor(ay)
+    rna = np.copysign(t + np.float64(ay - t >= 0.5), y)
+    r = np.rint(y) if mode == 0 else (np.trunc(y) if mode == 1 else (
+        np.floor(y) if mode == 3 else (np.ceil(y) if mode == 4 else rna)))
+    out = r * _pow2(q)
+    # an overflowed result: Inf when the mode rounds away from zero on v's side, else mf
+    up = (mode == 0) | (mode == 2) | ((mode == 4) & (v > 0)) | ((mode == 3) & (v < 0))
+    out = (np.copysign(np.inf, v) if up else np.copysign(mf, v)) if abs(out) > mf else out
+    out = 0.0 if abs(out) < tiny else out
+    out = np.copysign(np.inf, v) if abs(v) >= big else out
+    out = out + 0.0  # -0 -> +0
+    return out if v - v == 0 else v
+
+
+@njit(cache=True, inline="always")
+def _sum_round_to_odd(a, b):
+    """a + b rounded to float64 to odd (formats.sum_round_to_odd): TwoSum, then one step
+    toward the error term when the rounded sum is inexact and even."""
+    hi = a + b
+    bp = hi - a
+    lo = (a - (hi - bp)) + (b - bp)
+    hb = _bits(hi)
+    fix = (lo != 0) & (hi - hi == 0) & ((hb & 1) == 0)
+    step = 1 if (lo > 0) == (hi > 0) else -1
+    return np.int64(hb + step).view(np.float64) if fix else hi
+
+
+@njit(cache=True)
+def _cut(y, align):
+    if align == 0:
+        return np.trunc(y)
+    if align == 1:
+        return np.floor(y)
+    return np.rint(y)
+
+
+@njit(cache=True)
+def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn):
+    """mx[:w], mn[:w] = max, min over the block's products of e_a + e_b (int16; the loop over
+    k is unrolled by four so that the loop over j, innermost, vectorises)."""
+    for j in range(w):
+        mx[j] = -32000
+        mn[j] = 32000
+    kk = 0
+    while kk + 4 <= L:
+        a0 = EA[i, kb + kk]
+        a1 = EA[i, kb + kk + 1]
+        a2 = EA[i, kb + kk + 2]
+        a3 = EA[i, kb + kk + 3]
+        b0 = EB[kb + kk, j0:j0 + w]
+        b1 = EB[kb + kk + 1, j0:j0 + w]
+        b2 = EB[kb + kk + 2, j0:j0 + w]
+        b3 = EB[kb + kk + 3, j0:j0 + w]
+        for j in range(w):
+            p0 = np.int16(a0 + b0[j])
+            p1 = np.int16(a1 + b1[j])
+            p2 = np.int16(a2 + b2[j])
+            p3 = np.int16(a3 + b3[j])
+            mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
+            mn[j] = min(mn[j], min(min(p0, p1), min(p2, p3)))
+        kk += 4
+    while kk < L:
+        a0 = EA[i, kb + kk]
+        b0 = EB[kb + kk, j0:j0 + w]
+        for j in range(w):
+            p0 = np.int16(a0 + b0[j])
+            mx[j] = max(mx[j], p0)
+            mn[j] = min(mn[j], p0)
+        kk += 1
+
+
+@njit(cache=True)
+def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
+    """acc[:w] += the block's products a * b cut at the weights 1/sc[:w] (int32, exact;
+    unrolled by four as in _exponent_range)."""
+    kk = 0
+    while kk + 4 <= L:
+        a0 = AV[i, kb + kk]
+        a1 = AV[i, kb + kk + 1]
+        a2 = AV[i, kb + kk + 2]
+        a3 = AV[i, kb + kk + 3]
+        b0 = BV[kb + kk, j0:j0 + w]
+        b1 = BV[kb + kk + 1, j0:j0 + w]
+        b2 = BV[kb + kk + 2, j0:j0 + w]
+        b3 = BV[kb + kk + 3, j0:j0 + w]
+        if align == 0:  # float -> int32 conversion truncates toward zero
+            for j in range(w):
+                s = sc[j]
+                acc[j] += ((np.int32(a0 * b0[j] * s) + np.int32(a1 * b1[j] * s))
+                           + (np.int32(a2 * b2[j] * s) + np.int32(a3 * b3[j] * s)))
+        elif align == 1:
+            for j in range(w):
+                s = sc[j]
+                acc[j] += ((np.int32(np.floor(a0 * b0[j] * s))
+                            + np.int32(np.floor(a1 * b1[j] * s)))
+                           + (np.int32(np.floor(a2 * b2[j] * s))
+                              + np.int32(np.floor(a3 * b3[j] * s))))
+        else:
+            for j in range(w):
+                s = sc[j]
+                acc[j] += ((np.int32(np.rint(a0 * b0[j] * s))
+                            + np.int32(np.rint(a1 * b1[j] * s)))
+                           + (np.int32(np.rint(a2 * b2[j] * s))
+                              + np.int32(np.rint(a3 * b3[j] * s))))
+        kk += 4
+    while kk < L:
+        a0 = AV[i, kb + kk]
+        b0 = BV[kb + kk, j0:j0 + w]
+        for j in range(w):
+            acc[j] += np.int32(_cut(a0 * b0[j] * sc[j], align))
+        kk += 1
+
+
+@njit(parallel=True, cache=True)
+def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
+                has_out, outr, flush_in, max_scale, T, MI, W):
+    """D (M, N) float64, holding C, is replaced by the GEMM's result (kernel.matmul).
+
+    ``step``, ``outr``: (p, q_lo, max_finite, mode, tiny, big) of the step and output roundings
+    (:func:`_round`). ``max_scale``: the largest exponent of a scale 2^-lsb the value dtype
+    holds (float32: 126; a larger one only occurs when every product is zero). ``T``: products
+    whose cut values sum exactly in int32 (kernel._int32_terms)."""
+    M, K = AV.shape
+    N = BV.shape[1]
+    nib = (M + MI - 1) // MI
+    njb = (N + W - 1) // W
+    S = k // L
+    sp, sq, smf, smode, stiny, sbig = step
+    op, oq, omf, omode, otiny, obig = outr
+    tiny_out = 2.0 ** out_emin if flush_in else 0.0  # c below this is read as zero
+    tiny_step = 2.0 ** step_emin if flush_in else 0.0
+    for t in prange(nib * njb):
+        ib = t // njb
+        jb = t - ib * njb
+        i0 = ib * MI
+        i1 = min(M, i0 + MI)
+        j0 = jb * W
+        w = min(N, j0 + W) - j0
+        mx = np.empty(w, np.int16)
+        mn = np.empty(w, np.int16)
+        sc = np.empty(w, AV.dtype)
+        acc = np.empty(w, np.int32)
+        run = np.empty(w, np.float64)
+        ct = np.empty(w, np.float64)
+        lsb = np.empty(w, np.float64)
+        for kc in range(0, K, k):
+            for i in range(i0, i1):
+                for j in range(w):
+                    run[j] = 0.0 if c_last else D[i, j0 + j]
+                for s in range(S):
+                    kb = kc + s * L
+                    c_emin = step_emin if (s > 0 or c_last) else out_emin
+                    tiny_c = tiny_step if (s > 0 or c_last) else tiny_out
+                    _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn)
+                    # e_max with c and e_zero; the cut weight 2^lsb, the scale 2^-lsb, cut c
+                    for j in range(w):
+                        c = run[j]
+                        finite = c - c == 0
+                        cz = (c == 0) | (abs(c) < tiny_c)  # tiny_c = 0 unless flush_in
+                        ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, c_emin)
+                        m = np.int64(mx[j])
+                        e = m if m > _ZERO_BELOW else _NONE
+                        e = max(e, ez) if ((mn[j] < _ZERO_BELOW) | cz) else e
+                        e = e if cz else max(e, ce)
+                        e = F if ((e == _NONE) | (not finite)) else e
+                        lo = e - F
+                        lsb[j] = _pow2(lo)
+                        sc[j] = _pow2(min(-lo, max_scale)) if finite else 0.0
+                        ct[j] = c if not finite else (0.0 if cz else _cut(c * _pow2(-lo), align))
+                        acc[j] = 0
+                    for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
+                        _cut_products(AV, BV, i, kb + sub, min(T, L - sub), j0, w, sc, acc,
+                                      align)
+                        if sub + T < L:
+                            for j in range(w):
+                                ct[j] += acc[j]
+                                acc[j] = 0
+                    for j in range(w):
+                        run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j],
+                                        sp, sq, smf, smode, stiny, sbig)
+                if c_last:  # d = rho(d + c), one rounding
+                    for j in range(w):
+                        run[j] = _round(_sum_round_to_odd(run[j], D[i, j0 + j]),
+                                        sp, sq, smf, smode, stiny, sbig)
+                if has_out:
+                    for j in range(w):
+                        run[j] = _round(run[j], op, oq, omf, omode, otiny, obig)
+                for j in range(w):
+                    D[i, j0 + j] = run[j]

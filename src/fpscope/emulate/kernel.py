@@ -1,0 +1,198 @@
+"""The compiled engine: a tiled, parallel numba kernel for whole GEMMs.
+
+Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the exact
+:mod:`fpscope.emulate.reference`; NUMERICS.md section 2), laid out for speed:
+
+* Operands are split once into values and leading exponents. The leading exponent of a nonzero
+  operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``), stored as int16; zeros
+  (and subnormals under ``flush_inputs``) get a sentinel far below every real exponent, so
+  ``e_a + e_b`` of a zero product is recognisably below ``_ZERO_BELOW``.
+* Per block of L products and each output element, ``e_max`` is the max of the product
+  exponents ``e_a + e_b``, of ``e_zero`` if any term is zero, and of c's exponent.
+* Cutting a term at weight ``2^lsb`` (``lsb = e_max - F``) is cutting the real number
+  ``t * 2^-lsb`` to an integer: the product ``a * b`` is exact in the value dtype (float32 for
+  inputs of at most 12 significand bits and a small exponent range: fp16, fp8, fp6, fp4; float64
+  otherwise), scaling by the power of two ``2^-lsb`` is exact, and the cut is the float->int32
+  conversion (truncation toward zero) or ``floor`` / ``rint`` first. A scaled product is below
+  ``2^(F+2)``; they are summed in int32 in runs of as many as cannot overflow (all L of a
+  block for every NVIDIA fp16 preset), the runs added up in float64 (exact: a block's sum has
+  at most 53 bits, :func:`fpscope.emulate.vectorized.check_exact`). In float32, a scaled product can underflow only when it is below
+  ``2^-126``, where truncation and rounding to nearest give 0 anyway (floor alignment therefore
+  uses float64).
+* c is cut in float64 and added to the block's integer sum exactly; ``sum * 2^lsb`` is exact in
+  float64 and is rounded by :func:`_round_row`, the branch-free twin of
+  :func:`fpscope.formats.round_to_format` (overflow ``inf``) with the reference's rules: +-Inf
+  when ``|x| >= 2^(emax + 1)`` in every mode, subnormal results flushed under ``flush_outputs``,
+  ``-0 -> +0``.
+* Outputs whose row of A or column of B holds NaN or Inf are recomputed by the vectorised engine;
+  a non-finite c (or a step that overflowed) is carried, as the reference does when the products
+  are finite.
+
+Profiles the kernel does not handle (see :func:`unsupported`) go to the vectorised engine.
+Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
+inside a tile, each k-chunk of B (k x cols values and exponents) stays in cache while every row
+of the tile runs its instruction; the innermost loops run over the tile's columns, contiguous in
+memory, so they compile to SIMD code. Compilation is cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..formats import ROUNDING_MODES, Format
+from ..profile import Profile, resolve_format
+
+__all__ = ["matmul", "unsupported"]
+
+#: The Profile fields the kernel implements; others must keep their defaults (unsupported()).
+_KNOWN_FIELDS = frozenset((
+    "name", "arch", "in_format", "out_format", "block_size", "k", "frac_bits", "alignment",
+    "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
+    "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence"))
+_MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
+_SENTINEL = -16000  # exponent of a zero operand; e_a + e_b of a zero product < _ZERO_BELOW
+_ZERO_BELOW = -8000
+_NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
+
+
+def _value_dtype(profile: Profile):
+    """float32 when every product of two inputs is exact in float32 and its scaled value stays
+    normal there; float64 otherwise."""
+    fin = resolve_format(profile.in_format)
+    if (profile.alignment != "floor" and 2 * fin.p <= 24 and 2 * fin.emax + 2 <= 126
+            and 2 * (fin.emin - fin.p + 1) >= -126 and profile.frac_bits - 2 * fin.emin <= 126):
+        return np.float32
+    return np.float64
+
+
+def unsupported(profile: Profile) -> str | None:
+    """Why the kernel cannot run ``profile`` (None when it can).
+
+    The kernel handles the fields of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS``
+    (any other field must hold its default) except: ``neg_zero_to_pos=False`` (the sign of an exact zero sum is
+    not tracked), ``F > 28`` (one cut product may not fit int32), input formats wider than 24
+    significand bits, and rounding formats outside float64's normal range.
+    """
+    for f in dataclasses.fields(profile):  # a field added after the kernel was written
+        if f.name not in _KNOWN_FIELDS and getattr(profile, f.name) != f.default:
+            return f"the kernel does not model the profile field {f.name!r}"
+    fin = resolve_format(profile.in_format)
+    if not profile.neg_zero_to_pos:
+        return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
+    if _int32_terms(profile) < 1:
+        return f"F = {profile.frac_bits}: one cut product may not fit int32"
+    if fin.p > 24:
+        return f"{fin.name} inputs are wider than the kernel's products allow"
+    for fmt in (resolve_format(profile.out_format), resolve_format(profile.step_rounding[0]),
+                resolve_format(profile.output_rounding[0]) if profile.output_rounding else None):
+        if fmt is not None and (fmt.emin - fmt.p < -1000 or fmt.emax > 1000 or fmt.p > 53):
+            return f"rounding format {fmt.name} is outside the kernel's range"
+    return None
+
+
+def _int32_terms(profile: Profile) -> int:
+    """How many cut products sum exactly in int32: a cut product's magnitude is below
+    ``2^(F+2)`` (at most ``2^(F+2) - 1`` when truncated, ``2^(F+2)`` when rounded)."""
+    top = 2 ** (profile.frac_bits + 2) - (1 if profile.alignment == "truncate" else 0)
+    return (2 ** 31 - 1) // top
+
+
+def _rounding_args(fmt: Format, mode: str, flush: bool):
+    """(p, q_lo, max_finite, mode code, tiny, big) of _kernel_jit._round."""
+    q_lo = -1000 if flush else fmt.emin - fmt.p + 1
+    tiny = fmt.min_normal if flush else 0.0
+    return (fmt.p, q_lo, fmt.max_finite, _MODES[mode], tiny, 2.0 ** (fmt.emax + 1))
+
+
+def _exponents(x: np.ndarray, fmt: Format, flush: bool) -> np.ndarray:
+    """int16 leading exponents ``max(floor(log2|x|), emin)``; the sentinel for zeros (and for
+    subnormals when ``flush``). x finite."""
+    ax = np.abs(x)
+    _, e = np.frexp(ax)
+    e = np.maximum(e.astype(np.int32) - 1, fmt.emin)
+    zero = ax == 0
+    if flush:
+        zero |= ax < fmt.min_normal
+    return np.where(zero, _SENTINEL, e).astype(np.int16)
+
+
+def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
+           rows: int = 32, cols: int = 512, threads: int | None = None) -> np.ndarray:
+    """``D = A @ B + C`` as a chain of ``profile`` instructions, bitwise equal to
+    :func:`fpscope.emulate.vectorized.matmul`.
+
+    Args:
+        A: (M, K) float64, values of the input format (tf32: already reduced), K a positive
+            multiple of ``profile.k``; validated by the caller (``fpscope.emulate.matmul``).
+        B: (K, N) float64, likewise.
+        C: (M, N) float64 values of ``profile.out_format``.
+        profile: a profile for which :func:`unsupported` is None.
+        rows, cols: tile shape (rows of A, columns of B) of one parallel task.
+        threads: numba threads (None: numba's default, the number of cores).
+
+    Returns:
+        float64 array (M, N).
+
+    Raises:
+        ValueError: the profile is unsupported.
+    """
+    from ._kernel_jit import gemm_kernel
+
+    why = unsupported(profile)
+    if why:
+        raise ValueError(f"{profile.name}: the numba kernel cannot run this profile: {why}")
+    fin = resolve_format(profile.in_format)
+    K = A.shape[1]
+    k = profile.k
+    if profile.k_order is not None:  # the products in the order the blocks take them
+        perm = (np.arange(0, K, k)[:, None] + np.asarray(profile.k_order)[None, :]).ravel()
+        A, B = A[:, perm], B[perm, :]
+    finA = np.isfinite(A)
+    finB = np.isfinite(B)
+    bad_rows = np.flatnonzero(~finA.all(axis=1))
+    bad_cols = np.flatnonzero(~finB.all(axis=0))
+    A0 = np.where(finA, A, 0.0)
+    B0 = np.where(finB, B, 0.0)
+    EA = _exponents(A0, fin, profile.flush_inputs)
+    EB = _exponents(B0, fin, profile.flush_inputs)
+    if profile.flush_inputs:
+        A0 = np.where(EA == _SENTINEL, 0.0, A0)
+        B0 = np.where(EB == _SENTINEL, 0.0, B0)
+    vt = _value_dtype(profile)
+    AV = np.ascontiguousarray(A0, dtype=vt)
+    BV = np.ascontiguousarray(B0, dtype=vt)
+    D = np.array(C, dtype=np.float64, order="C", copy=True)
+    fout = resolve_format(profile.out_format)
+    fstep = resolve_format(profile.step_rounding[0])
+    has_out = profile.output_rounding is not None
+    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
+    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    align = {"truncate": 0, "floor": 1, "nearest": 2}[profile.alignment]
+    ez = _NONE if profile.e_zero is None else profile.e_zero
+    if threads is not None:
+        import numba
+
+        old = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        gemm_kernel(AV, np.ascontiguousarray(EA), BV, np.ascontiguousarray(EB), D,
+                    k, profile.block_size, profile.frac_bits, align, ez,
+                    profile.c_entry == "last", fout.emin, fstep.emin,
+                    _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+                    has_out, _rounding_args(fo, mo, profile.flush_outputs),
+                    profile.flush_inputs, 126 if vt == np.float32 else 1000,
+                    _int32_terms(profile), max(1, rows), max(1, cols))
+    finally:
+        if threads is not None:
+            numba.set_num_threads(old)
+    if len(bad_rows) or len(bad_cols):
+        from .vectorized import matmul as vmatmul
+
+        plain = profile.replace(k_order=None)  # A, B already permuted
+        if len(bad_rows):
+            D[bad_rows] = vmatmul(A[bad_rows], B, C[bad_rows], profile=plain)
+        if len(bad_cols):
+            D[:, bad_cols] = vmatmul(A, B[:, bad_cols], C[:, bad_cols], profile=plain)
+    return D

@@ -1,0 +1,284 @@
+"""The numba GEMM kernel against the numpy engine (itself tested against the exact reference,
+tests/test_emulate_vectorized.py) and against the reference directly, bit for bit."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("numba")
+
+from fpscope.emulate import HW_SETS, dot, hw_c_values, kernel, load_hw_set, matmul
+from fpscope.emulate.reference import fdpa, output_bits
+from fpscope.emulate.vectorized import matmul as numpy_matmul
+from fpscope.emulate.vectorized import prepare
+from fpscope.formats import FP32, decode, round_to_format
+from fpscope.profile import PRESETS, Profile, get_profile, resolve_format
+
+HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
+SUPPORTED = sorted(n for n, p in PRESETS.items() if kernel.unsupported(p) is None)
+TILE = {"rows": 3, "cols": 16}  # small tiles: ragged edges in both directions
+
+
+def _assert_same(got, want, what=""):
+    """Equal float64 bit patterns, or NaN in both (NaN payloads are canonicalised on output)."""
+    gb, wb = got.view(np.int64), want.view(np.int64)
+    bad = (gb != wb) & ~(np.isnan(got) & np.isnan(want))
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} outputs differ; first at "
+                             f"{idx}: kernel {got[idx]!r}, numpy engine {want[idx]!r}")
+
+
+def _engines_agree(A, B, C, p, **tile):
+    got = kernel.matmul(*prepare(A, B, C, p), p, **(tile or TILE))
+    _assert_same(got, numpy_matmul(A, B, C, profile=p), p.name)
+    return got
+
+
+def _operand_format(p):
+    return FP32 if p.operand_conversion else resolve_format(p.in_format)
+
+
+def _patterns(rng, fmt, shape, finite=True):
+    x = decode(rng.integers(0, 1 << fmt.bits, size=shape, dtype=np.uint64), fmt)
+    return np.where(np.isfinite(x), x, 0.0) if finite else x
+
+
+def _values(rng, fmt, shape, emin, emax):
+    e = rng.integers(emin, emax + 1, size=shape)
+    m = rng.integers(0, 1 << (fmt.p - 1), size=shape)
+    x = np.ldexp(1.0 + np.ldexp(m.astype(float), -(fmt.p - 1)), e)
+    x = np.where(rng.random(shape) < 0.5, -x, x)
+    return round_to_format(x, fmt, "RZ", overflow="saturate")
+
+
+def _seed(name, salt):
+    return [salt] + [ord(ch) for ch in name]
+
+
+def test_every_nvidia_preset_runs_on_the_kernel():
+    """The kernel is the fast path of every validated preset (and refuses none of them)."""
+    validated = sorted(n for n, p in PRESETS.items() if p.status == "validated")
+    assert validated and set(validated) <= set(SUPPORTED)
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_random_bit_patterns(name):
+    """Random finite bit patterns (subnormals, zeros, -0) in A, B and C; then NaN / Inf in some
+    rows of A, columns of B and entries of C (recomputed or carried)."""
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 1))
+    fa, fc = _operand_format(p), resolve_format(p.out_format)
+    M, N, K = 7, 37, 3 * p.k
+    A = _patterns(rng, fa, (M, K))
+    B = _patterns(rng, fa, (K, N))
+    A[rng.random(A.shape) < 0.1] = 0.0
+    C = _patterns(rng, fc, (M, N))
+    _engines_agree(A, B, C, p)
+    A2, B2, C2 = A.copy(), B.copy(), C.copy()
+    A2[1, 2] = np.nan if fa.has_nan else A2[1, 2]
+    if fa.has_inf:
+        A2[4, 0] = -np.inf
+        B2[K - 1, 5] = np.inf
+    C2[0, 3], C2[2, 7] = np.nan, np.inf if fc.has_inf else np.nan
+    _engines_agree(A2, B2, C2, p)
+
+
+@pytest.mark.parametrize("name", SUPPORTED)
+def test_cancellation_wide_exponents_and_overflow(name):
+    """Cancelling pairs with small survivors (alignment cuts), exponents over the whole range
+    (subnormal products, tiny and huge c), and steps that overflow to Inf mid-chain."""
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 2))
+    fa, fc = _operand_format(p), resolve_format(p.out_format)
+    M, N, K = 6, 24, 2 * p.k
+    big = _values(rng, fa, (M, K), min(fa.emax, 5), min(fa.emax, 8))
+    small = _values(rng, fa, (M, K), fa.emin - 3, max(fa.emin, -8))
+    A = np.where(rng.random((M, K)) < 0.5, big, small)
+    A[:, 1::2] = -A[:, 0::2]  # pairs that cancel against equal columns of B
+    B = _values(rng, fa, (K, N), -4, 4)
+    B[1::2] = B[0::2]
+    B[:, :4] = _values(rng, fa, (K, 4), fa.emin - 3, fa.emax)  # wide
+    C = _values(rng, fc, (M, N), fc.emin - 5, min(fc.emax, 40))
+    _engines_agree(A, B, C, p)
+    A_max = np.full((2, K), fa.max_finite)
+    B_max = np.full((K, 3), fa.max_finite)
+    C_max = np.array([[fc.max_finite, -fc.max_finite, 0.0]] * 2)
+    _engines_agree(A_max, B_max, C_max, p)
+
+
+@pytest.mark.parametrize("name", ["ampere-fp16", "hopper-bf16", "ada-tf32", "hopper-e5m2",
+                                  "hopper-e4m3-fp16out", "volta-fp16-fp16out"])
+def test_kernel_equals_reference_loop(name):
+    """Directly against the exact reference: the K loop of fdpa calls."""
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 3))
+    fa, fc = _operand_format(p), resolve_format(p.out_format)
+    M, N, K = 3, 4, 2 * p.k
+    A = _values(rng, fa, (M, K), fa.emin, min(fa.emax, 6))
+    B = _values(rng, fa, (K, N), fa.emin, min(fa.emax, 6))
+    C = _values(rng, fc, (M, N), -10, 10)
+    D = kernel.matmul(*prepare(A, B, C, p), p, rows=2, cols=3)
+    for m in range(M):
+        for n in range(N):
+            d = float(C[m, n])
+            for j in range(0, K, p.k):
+                d = fdpa(A[m, j:j + p.k], B[j:j + p.k, n], d, p)
+            assert output_bits(float(D[m, n]), p) == output_bits(d, p), (m, n)
+
+
+def test_profile_variants():
+    """Knobs no validated preset uses: floor / nearest alignment, e_zero None, flushing, other
+    step and output roundings, c added last with a k order, an odd block size, and a window
+    so wide that a block is summed in several int32 runs."""
+    rng = np.random.default_rng(11)
+    base = get_profile("ampere-fp16")
+    fc = FP32
+    M, N = 5, 21
+    variants = (
+        {"alignment": "floor"}, {"alignment": "nearest"}, {"e_zero": None},
+        {"flush_inputs": True, "flush_outputs": True}, {"frac_bits": 3},
+        {"step_rounding": ("fp32", "RNE")}, {"step_rounding": ("fp32", "RNA")},
+        {"step_rounding": ("fp32", "RU")}, {"step_rounding": ("fp32", "RD")},
+        {"step_rounding": ("e8m13", "RZ"), "output_rounding": ("fp16", "RNE")},
+        {"c_entry": "last", "k_order": tuple(range(15, -1, -1))},
+        {"block_size": 3, "k": 6}, {"block_size": 5, "k": 5, "alignment": "nearest"},
+        {"block_size": 16, "frac_bits": 28}, {"block_size": 16, "frac_bits": 28,
+                                              "alignment": "floor"},
+        {"in_format": "bf16", "alignment": "floor", "flush_inputs": True},
+    )
+    for kw in variants:
+        p = base.replace(**kw)
+        fin = resolve_format(p.in_format)
+        K = 3 * p.k
+        A = _values(rng, fin, (M, K), fin.emin - 10, min(fin.emax, 12))
+        A[rng.random(A.shape) < 0.3] = 0.0
+        B = _values(rng, fin, (K, N), fin.emin - 10, min(fin.emax, 12))
+        C = _values(rng, fc, (M, N), fc.emin - 23, 20)
+        C[rng.random(C.shape) < 0.3] = 0.0
+        try:
+            _engines_agree(A, B, C, p)
+            _engines_agree(np.zeros_like(A), B, C, p)
+        except AssertionError as exc:
+            raise AssertionError(f"variant {kw}: {exc}") from None
+
+
+_ROUNDINGS = [("fp32", "RZ"), ("fp32", "RNE"), ("fp16", "RNE"), ("e8m13", "RZ"),
+              ("fp32", "RU"), ("bf16", "RD")]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(L=st.sampled_from([1, 2, 4, 8, 16, 32]), stages=st.integers(1, 3),
+       F=st.integers(3, 28), alignment=st.sampled_from(["truncate", "floor", "nearest"]),
+       e_zero=st.one_of(st.none(), st.integers(-140, 0)),
+       step=st.sampled_from(_ROUNDINGS), in_format=st.sampled_from(["fp16", "bf16", "fp8_e4m3fn",
+                                                                    "fp8_e5m2", "tf32"]),
+       flush=st.booleans(), c_last=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_random_profiles(L, stages, F, alignment, e_zero, step, in_format, flush, c_last, seed):
+    """Random points of the profile space: the kernel equals the numpy engine."""
+    k = L * stages
+    fmt = resolve_format(in_format)
+    if F + 2 + np.log2(L + 1) > 53:
+        return
+    p = Profile(name="random", arch="test", in_format=in_format, out_format="fp32",
+                block_size=L, k=k, frac_bits=F, alignment=alignment, e_zero=e_zero,
+                step_rounding=step, flush_inputs=flush, flush_outputs=flush,
+                operand_conversion="round" if in_format == "tf32" else None,
+                c_entry="last" if c_last else "first")
+    assert kernel.unsupported(p) is None
+    rng = np.random.default_rng(seed)
+    src = FP32 if in_format == "tf32" else fmt
+    M, N, K = 3, 9, 2 * k
+    A = _patterns(rng, src, (M, K))
+    B = _patterns(rng, src, (K, N))
+    C = _patterns(rng, FP32, (M, N))
+    _engines_agree(A, B, C, p, rows=2, cols=4)
+
+
+def test_unsupported_profiles_are_refused_or_routed():
+    p = get_profile("ampere-fp16").replace(neg_zero_to_pos=False)
+    assert "neg_zero_to_pos" in kernel.unsupported(p)
+    A = np.ones((2, 16))
+    B = np.ones((16, 3))
+    with pytest.raises(ValueError, match="numba engine cannot run"):
+        matmul(A, B, profile=p, engine="numba")
+    _assert_same(matmul(A, B, profile=p, engine="auto"), numpy_matmul(A, B, profile=p))
+    wide = get_profile("ampere-fp16").replace(frac_bits=30)
+    assert "int32" in kernel.unsupported(wide)
+    with pytest.raises(ValueError, match="unknown engine"):
+        matmul(A, B, profile=get_profile("ampere-fp16"), engine="cuda")
+
+
+def test_engines_and_threads_agree_through_the_public_api():
+    p = get_profile("hopper-fp16")
+    rng = np.random.default_rng(5)
+    fin = resolve_format(p.in_format)
+    A = _values(rng, fin, (40, 64), -6, 6)
+    B = _values(rng, fin, (64, 70), -6, 6)
+    want = matmul(A, B, profile=p, engine="numpy")
+    _assert_same(matmul(A, B, profile=p, engine="numba"), want)
+    _assert_same(matmul(A, B, profile=p, engine="numba", threads=1), want)
+    _assert_same(matmul(A.astype(np.float16), B.astype(np.float16), profile=p), want)
+    with pytest.raises(ValueError, match="not exactly representable"):
+        matmul(A + 1e-4, B, profile=p, engine="numba")  # never silently re-rounded
+
+
+def test_dot():
+    p = get_profile("ampere-fp16")
+    rng = np.random.default_rng(6)
+    fin = resolve_format(p.in_format)
+    a = _values(rng, fin, 32, -6, 6)
+    b = _values(rng, fin, 32, -6, 6)
+    d = 0.75
+    for j in range(0, 32, p.k):
+        d = fdpa(a[j:j + p.k], b[j:j + p.k], d, p)
+    for engine in ("numba", "numpy"):
+        assert output_bits(dot(a, b, 0.75, profile=p, engine=engine), p) == output_bits(d, p)
+    with pytest.raises(ValueError, match="1-D"):
+        dot(a[:, None], b, profile=p)
+
+
+@pytest.mark.skipif(not HW_ROOT.is_dir(), reason="recorded hardware vectors not found "
+                    f"({HW_ROOT})")
+@pytest.mark.parametrize("key", sorted(HW_SETS))
+def test_hw_vectors_through_the_kernel(key):
+    """Every recorded set, run as the diagonals of small GEMMs on the kernel: bit for bit."""
+    gpu, folder, out = key
+    p = PRESETS[HW_SETS[key]]
+    a, b, c, d = load_hw_set(HW_ROOT, gpu, folder, out)
+    cv = hw_c_values(gpu, folder, out, c)
+    n = 1024  # of 5000 samples; all of them run in tests/test_hw_vectors.py
+    pad = p.k - a.shape[1] if a.shape[1] % p.k else 0
+    a = np.pad(a[:n], ((0, 0), (0, pad)))
+    b = np.pad(b[:n], ((0, 0), (0, pad)))
+    got = np.empty(n)
+    g = 64
+    for s in range(0, n, g):
+        D = matmul(a[s:s + g], b[s:s + g].T, np.diag(cv[s:s + g]), profile=p, engine="numba")
+        got[s:s + g] = np.diag(D)
+    bits = np.array([output_bits(float(v), p) for v in got])
+    assert np.array_equal(bits, d[:n].astype(np.int64)), \
+        f"{int((bits != d[:n]).sum())} of {n} differ"
+
+
+@pytest.mark.parametrize("name", ["hopper-bf16", "ampere-tf32", "ampere-fp16-fp16out",
+                                  "hopper-e4m3-fp16out"])
+def test_zero_results_are_positive(name):
+    """Sums that round to zero from below (a negative product under the output's smallest
+    subnormal, above 2^e_zero), -0 operands, and -0 + -0 with c added last give +0 as the
+    reference does."""
+    p = PRESETS[name]
+    fin = resolve_format(p.in_format)
+    K = p.k
+    A = np.zeros((3, K))
+    B = np.zeros((K, 2))
+    A[0, 0], B[0, 0] = -fin.min_normal, (2.0 ** -24 if fin.emin < -100 else fin.min_normal)
+    A[1, :] = -0.0
+    B[:, 1] = 1.0
+    C = np.array([[0.0, -0.0], [-0.0, -0.0], [-0.0, 0.0]])
+    got = _engines_agree(A, B, C, p)
+    assert (got[1:] == 0).all() and (got[0, 0] == 0) == (name != "hopper-e4m3-fp16out")
+    assert not np.signbit(got[got == 0]).any(), got
