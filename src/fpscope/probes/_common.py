@@ -1,0 +1,239 @@
+"""Shared machinery of the arithmetic probe families: findings, evidence, probe rows.
+
+A probe row is one dot product ``d = op(a, b, c)`` of K products, built from a few chosen
+products (position, exact value) with every other product +0 (a = +0, b = 1). A product value is
+split into in-format operands by :func:`split_product` (``a = v / 2^eb``, ``b = 2^eb``), so its
+leading exponent is ``e_a + e_b = floor(log2 |v|)`` and its significand lies in [1, 2); the
+probes never rely on product significands in [2, 4) (the random validation covers them).
+
+Evidence: every probe family records rows of its inputs and outputs as hex bit patterns (inputs
+in the input format, tf32 in its fp32 container; c and d in the output format).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..formats import Format, is_representable
+from .blackbox import MatrixTarget, evaluate_rows, hex_in, hex_out
+
+#: How many evidence rows a family keeps per feature (the counts of all rows are kept too).
+MAX_EVIDENCE = 8
+
+
+class NotRepresentable(ValueError):
+    """A probe value cannot be formed from operands of the input format."""
+
+
+@dataclass
+class Finding:
+    """What one probe family found about one feature.
+
+    Attributes:
+        family: the probe family (module name, e.g. "structure").
+        feature: the parameter ("block_size", "frac_bits", ...).
+        value: the value found (JSON-able), or None when not observable.
+        observable: False when no input of these formats can show the feature; ``value`` is
+            then the documented default that the profile uses.
+        fits: False when the outputs contradict the fused-block model (``note`` says how).
+        note: one line: what the outcome means.
+        evidence: rows {"products": [{"k", "a", "b"}], "c", "d", "meaning"} as hex, at most
+            :data:`MAX_EVIDENCE`; ``rows`` gives how many probe rows the family ran.
+    """
+
+    family: str
+    feature: str
+    value: Any
+    observable: bool = True
+    fits: bool = True
+    note: str = ""
+    evidence: list = field(default_factory=list)
+    rows: int = 0
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "feature": self.feature, "value": self.value,
+                "observable": self.observable, "fits": self.fits, "note": self.note,
+                "rows": self.rows, "evidence": self.evidence}
+
+
+def exponent(v: float) -> int:
+    """floor(log2 |v|) of a nonzero finite float."""
+    return math.frexp(abs(v))[1] - 1
+
+
+def split_product(v: float, fin: Format, allow_subnormal: bool = False) -> tuple[float, float]:
+    """(a, b) in ``fin`` with ``a * b == v`` exactly, b a power of two, both normal (a may be
+    subnormal with ``allow_subnormal``); b = 1 where possible. Zeros and non-finite v: (v, 1).
+
+    Raises:
+        NotRepresentable: no such pair.
+    """
+    v = float(v)
+    if v == 0 or not math.isfinite(v):
+        return (v, 1.0)
+    return _split(v, fin, bool(allow_subnormal))
+
+
+@functools.lru_cache(maxsize=65536)
+def _split(v: float, fin: Format, allow_subnormal: bool) -> tuple[float, float]:
+    cands = sorted(range(fin.emin, fin.emax + 1), key=lambda e: (abs(e), e))
+    for eb in cands:  # both normal, b closest to 1
+        a = math.ldexp(v, -eb)
+        if fin.min_normal <= abs(a) <= fin.max_finite and bool(
+                is_representable(np.array([a]), fin)[0]):
+            return (a, math.ldexp(1.0, eb))
+    if allow_subnormal:  # a and/or b subnormal: the smallest leading exponent e_a + e_b
+        best = None
+        for eb in range(fin.emin - fin.p + 1, fin.emax + 1):
+            a = math.ldexp(v, -eb)
+            if a == 0 or abs(a) > fin.max_finite:
+                continue
+            if bool(is_representable(np.array([a]), fin)[0]):
+                lead = lead_exponent(a, math.ldexp(1.0, eb), fin)
+                if best is None or lead < best[0]:
+                    best = (lead, a, math.ldexp(1.0, eb))
+        if best is not None:
+            return best[1], best[2]
+    raise NotRepresentable(f"{v!r} is not a product of two {fin.name} values")
+
+
+def lead_exponent(a: float, b: float, fin: Format) -> int:
+    """The leading exponent e_a + e_b of the product a * b (subnormals count as e_min)."""
+    return max(exponent(a), fin.emin) + max(exponent(b), fin.emin)
+
+
+def can_split(v: float, fin: Format, allow_subnormal: bool = False) -> bool:
+    try:
+        split_product(v, fin, allow_subnormal)
+        return True
+    except NotRepresentable:
+        return False
+
+
+class Ctx:
+    """The probing session: target, formats, K, what is known so far.
+
+    Attributes:
+        target: the op; fin, fout: its formats; K: products per probe row.
+        blocks: block membership (list of lists of positions, in evaluation order) once the
+            structure family has run; before that, one block of all positions.
+        known: parameter name -> value found so far.
+    """
+
+    def __init__(self, target: MatrixTarget, K: int, seed: int = 0):
+        self.target = target
+        self.fin = target.fin
+        self.fout = target.fout
+        self.K = int(K)
+        self.rng = np.random.default_rng(seed)
+        self.blocks: list[list[int]] = [list(range(self.K))]
+        self.known: dict[str, Any] = {}
+        self.rows_run = 0
+
+    # -- rows -------------------------------------------------------------------------------
+    def row(self, products, c: float = 0.0, allow_subnormal: bool = False, raw=None):
+        """(a, b, c) for products [(position, value), ...]; ``raw``: [(position, a, b)] taken as is.
+
+        Raises:
+            NotRepresentable: a value cannot be split, or c is not a value of the output format.
+        """
+        a = np.zeros(self.K)
+        b = np.ones(self.K)
+        for pos, v in products:
+            a[pos], b[pos] = split_product(v, self.fin, allow_subnormal)
+        for pos, x, y in raw or ():
+            a[pos], b[pos] = x, y
+        if not bool(is_representable(np.array([c]), self.fout)[0]):
+            raise NotRepresentable(f"c = {c!r} is not a {self.fout.name} value")
+        return a, b, float(c)
+
+    def run(self, rows) -> np.ndarray:
+        """Outputs d (R,) of rows [(a, b, c), ...] (grouped into few calls)."""
+        if not rows:
+            return np.empty(0)
+        a = np.stack([r[0] for r in rows])
+        b = np.stack([r[1] for r in rows])
+        c = np.array([r[2] for r in rows])
+        self.rows_run += len(rows)
+        return evaluate_rows(self.target, a, b, c)
+
+    def evidence(self, row, d: float, meaning: str = "") -> dict:
+        a, b, c = row
+        nz = [int(i) for i in np.flatnonzero((a != 0) | np.signbit(a) | ~np.isfinite(a))]
+        ha, hb = hex_in(a[nz], self.target) if nz else [], hex_in(b[nz], self.target) if nz else []
+        item = {"products": [{"k": k, "a": x, "b": y} for k, x, y in zip(nz, ha, hb)],
+                "c": hex_out([c], self.target)[0], "d": hex_out([d], self.target)[0]}
+        if meaning:
+            item["meaning"] = meaning
+        return item
+
+    # -- scales ---------------------------------------------------------------------------
+    @property
+    def first_block(self) -> list[int]:
+        return self.blocks[0]
+
+    def big_exponent(self) -> int:
+        """The largest exponent E with 2^E a product of two normal inputs and an output value."""
+        return min(self.fout.emax, 2 * self.fin.emax)
+
+    def small_exponent(self) -> int:
+        """The smallest exponent with 2^e a product of two normal inputs and a normal output."""
+        return max(self.fout.emin, 2 * self.fin.emin)
+
+    def same(self, x: float, y: float) -> bool:
+        """Bitwise equality of two outputs (NaN equals NaN)."""
+        if math.isnan(x) or math.isnan(y):
+            return math.isnan(x) and math.isnan(y)
+        return x == y and math.copysign(1.0, x) == math.copysign(1.0, y)
+
+
+def sample_evidence(ctx: Ctx, rows, d, meanings=None, limit: int = MAX_EVIDENCE) -> list:
+    """Evidence of up to ``limit`` rows spread over ``rows``."""
+    n = len(rows)
+    if n == 0:
+        return []
+    idx = sorted(set(np.linspace(0, n - 1, min(limit, n)).astype(int).tolist()))
+    return [ctx.evidence(rows[i], float(d[i]), meanings[i] if meanings else "") for i in idx]
+
+
+def candidate_profile(ctx: Ctx, **changes):
+    """A :class:`~fpscope.profile.Profile` from what ``ctx`` knows, with ``changes`` on top.
+
+    Unknown fields take their defaults: step_rounding (out_format, "RZ"), e_zero None, no
+    flushes, NaN bits of the output format's canonical quiet NaN, -0 -> +0.
+    """
+    from ..profile import Profile
+
+    kn = ctx.known
+    L = kn.get("block_size", ctx.K)
+    fields = dict(  # noqa: C408 - the Profile's keyword names
+        name=f"probed:{ctx.target.name}", arch="unknown", in_format=ctx.fin.name,
+        out_format=ctx.fout.name, block_size=L, k=ctx.K, frac_bits=kn.get("frac_bits", 24),
+        alignment=kn.get("alignment", "truncate"), e_zero=kn.get("e_zero"),
+        step_rounding=tuple(kn.get("step_rounding", (ctx.fout.name, "RZ"))),
+        flush_inputs=kn.get("flush_inputs", False), flush_outputs=kn.get("flush_outputs", False),
+        nan_bits=kn.get("nan_bits", default_nan_bits(ctx.fout)),
+        neg_zero_to_pos=kn.get("neg_zero_to_pos", True),
+        operand_conversion=kn.get("operand_conversion", "truncate" if ctx.fin.name == "tf32" else None),
+        k_order=kn.get("k_order"), c_entry=kn.get("c_entry", kn.get("c_entry_hint", "first")),
+        status="experimental")
+    fields.update(changes)
+    return Profile(**fields)
+
+
+def default_nan_bits(fmt: Format) -> int:
+    """All-ones exponent and significand, sign clear (NVIDIA's canonical NaN: 0x7FFFFFFF, 0x7FFF)."""
+    return (1 << (fmt.bits - 1)) - 1
+
+
+def same_bits(x, y) -> np.ndarray:
+    """Elementwise bitwise equality of float64 arrays, every NaN equal to every NaN."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    nan = np.isnan(x) | np.isnan(y)
+    return np.where(nan, np.isnan(x) & np.isnan(y), x.view(np.uint64) == y.view(np.uint64))

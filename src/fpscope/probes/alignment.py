@@ -1,0 +1,131 @@
+"""Alignment rounding of the terms at the cut 2^(e_max - F), on the product path and separately
+on the c path (NUMERICS.md section 3, probe 4).
+
+Inputs (first block): a cancelling pair +2^E, -2^E, and a third term x * 2^(E - F) for
+x in (+0.25, -0.25, +0.75, -0.75, +1.5, -1.5): as a product (product path), or as c with only
+the pair among the products (c path). d / 2^(E - F) is then:
+
+    x          0.25  -0.25  0.75  -0.75  1.5  -1.5
+    truncate   0     0      0     0      1    -1     (magnitude toward zero: NVIDIA)
+    floor      0     -1     0     -1     1    -2     (two's complement, toward -inf: AMD CDNA3)
+    nearest    0     0      1     -1     2    -2     (ties to even)
+    exact      x     x      x     x      x    x      (no cut: c path only, c added after the blocks)
+
+Outcomes: the product path gives ``alignment``. On the c path "exact" means c does not take part
+in the fused block: it is added after the last block (``c_entry`` "last"); otherwise the c path
+must cut as the product path does (the profile has one alignment), else the op does not fit.
+Not observable: 0.25 * 2^(E - F) must be a product of two normal inputs (product path) or a
+normal output value (c path); with F too large for the formats the row is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._common import Ctx, Finding, NotRepresentable
+
+FAMILY = "alignment"
+
+XS = (0.25, -0.25, 0.75, -0.75, 1.5, -1.5)
+PATTERNS = {
+    "truncate": (0, 0, 0, 0, 1, -1),
+    "floor": (0, -1, 0, -1, 1, -2),
+    "nearest": (0, 0, 1, -1, 2, -2),
+    "exact": XS,
+}
+
+
+def _classify(units) -> str | None:
+    for name, pat in PATTERNS.items():
+        if all(u == p for u, p in zip(units, pat)):
+            return name
+    return None
+
+
+def _path(ctx: Ctx, path: str):
+    blk = ctx.first_block
+    F = ctx.known["frac_bits"]
+    E = ctx.big_exponent()
+    unit = math.ldexp(1.0, E - F)
+    big = math.ldexp(1.0, E)
+    need = 3 if path == "product" else 2
+    if len(blk) < need:
+        return None, [], None, f"blocks of {len(blk)} product(s): no room for the {path}-path probe"
+    floor = max(ctx.fout.min_normal, 0.0)
+    if 0.25 * unit < floor:
+        return None, [], None, (f"not observable with these formats (0.25 * 2^(E-F) is below the "
+                                f"smallest normal {ctx.fout.name} value)")
+    rows = []
+    try:
+        for x in XS:
+            if path == "product":
+                rows.append(ctx.row([(blk[0], big), (blk[1], -big), (blk[2], x * unit)]))
+            else:
+                rows.append(ctx.row([(blk[0], big), (blk[1], -big)], c=x * unit))
+    except NotRepresentable as exc:
+        return None, [], None, f"not observable with these formats ({exc})"
+    d = ctx.run(rows)
+    units = [v / unit for v in d]
+    ev = [ctx.evidence(r, float(v), f"2^{E} - 2^{E} + {x} * 2^(E-F) on the {path} path")
+          for r, v, x in zip(rows, d, XS)]
+    return _classify(units), ev, units, ""
+
+
+def run(ctx: Ctx) -> list[Finding]:
+    if "frac_bits" not in ctx.known or ctx.known.get("frac_bits_at_least"):
+        note = "F not bounded by the probes: alignment not observable; default truncate"
+        ctx.known.setdefault("alignment", "truncate")
+        out = [Finding(FAMILY, "alignment", "truncate", observable=False, note=note)]
+        if "c_entry_hint" not in ctx.known:
+            out.append(Finding(FAMILY, "c_entry", "first", observable=False,
+                               note="one block and no observable cut: default first"))
+        ctx.known.setdefault("c_entry", ctx.known.get("c_entry_hint", "first"))
+        return out
+    out = []
+    pmode, pev, punits, pwhy = _path(ctx, "product")
+    cmode, cev, cunits, cwhy = _path(ctx, "c")
+    if pmode is None and punits is not None:
+        out.append(Finding(FAMILY, "alignment", None, fits=False, evidence=pev, rows=6,
+                           note=f"product path: units {punits} match no alignment rule: does not fit"))
+        return out
+    if cmode is None and cunits is not None:
+        out.append(Finding(FAMILY, "c_alignment", None, fits=False, evidence=cev, rows=6,
+                           note=f"c path: units {cunits} match no alignment rule: does not fit"))
+        return out
+    if pmode == "exact":
+        out.append(Finding(FAMILY, "alignment", None, fits=False, evidence=pev, rows=6,
+                           note="product path not cut although F was: inconsistent"))
+        return out
+    hint = ctx.known.get("c_entry_hint")
+    if cmode == "exact":
+        c_entry = "last"
+    elif cmode is not None:
+        c_entry = "first"
+    else:
+        c_entry = hint or "first"
+    if hint is not None and cmode is not None and hint != c_entry:
+        out.append(Finding(FAMILY, "c_entry", None, fits=False, evidence=cev, rows=6,
+                           note=f"the structure probe says c enters {hint}, the c path says "
+                                f"{c_entry}: does not fit"))
+        return out
+    mode = pmode or (cmode if cmode not in (None, "exact") else None)
+    if mode is None:
+        mode = "truncate"
+        out.append(Finding(FAMILY, "alignment", mode, observable=False,
+                           note=f"{pwhy}; {cwhy or 'c path exact'}; default truncate"))
+    else:
+        src = "product path" if pmode else "c path"
+        out.append(Finding(FAMILY, "alignment", mode, evidence=pev or cev, rows=6,
+                           note=f"terms below 2^(e_max-F) are cut by {mode} ({src})"))
+    if pmode and cmode not in (None, "exact") and cmode != pmode:
+        out.append(Finding(FAMILY, "c_alignment", cmode, fits=False, evidence=cev, rows=6,
+                           note=f"c path cut by {cmode}, products by {pmode}: the profile has one "
+                                f"alignment: does not fit"))
+        return out
+    what = {"exact": "c is not cut: it is added after the last block in one more rounding",
+            None: f"c path {cwhy}"}.get(cmode, f"c is cut like the products ({cmode}): c joins "
+                                                f"the first block")
+    out.append(Finding(FAMILY, "c_entry", c_entry, evidence=cev, rows=6 if cev else 0,
+                       observable=cmode is not None or hint is not None, note=what))
+    ctx.known.update(alignment=mode, c_entry=c_entry)
+    return out

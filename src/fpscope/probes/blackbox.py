@@ -1,0 +1,377 @@
+"""Black-box matrix operations for arithmetic probing: ``D = op(A, B, C)``.
+
+A :class:`MatrixTarget` is what the arithmetic probes (:mod:`fpscope.probes.driver`) and the
+closed-loop validation (:mod:`fpscope.probes.validate`) talk to. It knows nothing about probing:
+
+* ``target(A, B, C)``: A float64 (M, K), B float64 (K, N), C float64 (M, N); A and B hold values
+  exactly representable in ``in_format`` (tf32: fp32 values, which the op itself reduces to tf32),
+  C values of ``out_format``. Returns D float64 (M, N), the exact widening of the op's output.
+* ``k``: the K the op takes (a matrix-unit instruction: its k), or None when any K >= 1 works
+  (a GEMM); ``max_rows``: the largest M per call (None: any).
+
+Adapters:
+
+* :class:`SimulatedTarget`: a :class:`~fpscope.profile.Profile` run by the vectorised engine
+  (:func:`fpscope.emulate.vectorized.matmul`, one instruction of ``k`` products per output); NaN
+  outputs carry the profile's ``nan_bits`` in the top significand bits of the float64 NaN, so that
+  narrowing to the output format gives those bits.
+* :class:`CallableTarget`: any Python callable ``f(A, B, C) -> D`` (numpy float64 arrays in and
+  an array-like out).
+* :class:`TorchMatmulTarget`: ``torch.matmul(A, B) + C`` (torch imported lazily; CPU, or CUDA
+  with ``device="cuda"``). Operands are converted exactly: float64 -> storage dtype with
+  :func:`fpscope.formats.to_storage` (fp16 and bf16 through float32 storage; never a float64 ->
+  fp16/bf16 cast, which rounds twice, NUMERICS.md "Conversions in common libraries"), then
+  ``torch.from_numpy``; the result is widened to float64 exactly.
+
+Errors: every failure of the op (an exception, a wrong shape, a value that is not in
+``out_format``) raises :class:`ProbeError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..formats import FP32, Format, encode, is_representable, to_storage
+from ..profile import Profile, resolve_format
+
+__all__ = [
+    "CallableTarget",
+    "MatrixTarget",
+    "ProbeError",
+    "SimulatedTarget",
+    "TorchMatmulTarget",
+    "evaluate_rows",
+    "hex_in",
+    "hex_out",
+    "make_matrix_target",
+    "nan_bits_of",
+]
+
+
+class ProbeError(RuntimeError):
+    """The op under test failed or answered something unusable; the message is one line."""
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+class MatrixTarget:
+    """A black-box ``D = op(A, B, C)``.
+
+    Attributes:
+        name: a name for reports ("sim:hopper-fp16", "torch.matmul", "pkg.mod:func").
+        in_format, out_format: format names of A/B and of C/D (:func:`fpscope.profile.resolve_format`).
+        k: the K every call must have, or None (any K).
+        max_rows: the largest M per call, or None.
+        calls: calls of the op so far.
+    """
+
+    name = "matrix"
+
+    def __init__(self, name: str, in_format: str, out_format: str, k: int | None = None,
+                 max_rows: int | None = None):
+        self.name = name
+        try:
+            self.fin = resolve_format(in_format)
+            self.fout = resolve_format(out_format)
+        except ValueError as exc:
+            raise ProbeError(str(exc)) from None
+        self.in_format = self.fin.name
+        self.out_format = self.fout.name
+        self.k = k
+        self.max_rows = max_rows
+        self.calls = 0
+
+    def _call(self, A: np.ndarray, B: np.ndarray, C: np.ndarray):
+        raise NotImplementedError
+
+    def __call__(self, A, B, C) -> np.ndarray:
+        """D (M, N) float64 for A (M, K), B (K, N), C (M, N) float64.
+
+        Raises:
+            ProbeError: bad shapes, the op raised, or it returned the wrong shape / a value that
+                is not in ``out_format``.
+        """
+        A = np.asarray(A, dtype=np.float64)
+        B = np.asarray(B, dtype=np.float64)
+        C = np.asarray(C, dtype=np.float64)
+        if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0] or C.shape != (A.shape[0], B.shape[1]):
+            raise ProbeError(f"{self.name}: bad operand shapes A {A.shape}, B {B.shape}, C {C.shape}")
+        if self.k is not None and A.shape[1] != self.k:
+            raise ProbeError(f"{self.name} takes K = {self.k}, got {A.shape[1]}")
+        self.calls += 1
+        try:
+            D = self._call(A, B, C)
+        except ProbeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a black box may raise anything
+            raise ProbeError(f"{self.name} raised {_one_line(exc)}") from None
+        try:
+            D = np.asarray(D, dtype=np.float64)
+        except Exception as exc:  # noqa: BLE001 - a black box may raise anything
+            raise ProbeError(f"{self.name} returned something that is not an array of numbers: "
+                             f"{_one_line(exc)}") from None
+        if D.shape != C.shape:
+            raise ProbeError(f"{self.name} returned shape {D.shape}, expected {C.shape}")
+        ok = is_representable(D, self.fout) | np.isnan(D)
+        if not ok.all():
+            bad = D[~ok].flat[0]
+            raise ProbeError(f"{self.name} returned {bad!r}, which is not a value of its output "
+                             f"format {self.out_format}")
+        return D
+
+    def describe(self) -> dict:
+        return {"name": self.name, "in_format": self.in_format, "out_format": self.out_format,
+                "k": self.k}
+
+
+class SimulatedTarget(MatrixTarget):
+    """A profile run by :func:`fpscope.emulate.vectorized.matmul`: one instruction per output.
+
+    Args:
+        profile: the node arithmetic; K of every call is ``profile.k``.
+        name: default ``"sim:" + profile.name``.
+    """
+
+    def __init__(self, profile: Profile, name: str | None = None):
+        super().__init__(name or f"sim:{profile.name}", profile.in_format, profile.out_format,
+                         k=profile.k)
+        self.profile = profile
+        m = self.fout.p - 1
+        payload = profile.nan_bits & ((1 << m) - 1)
+        sign = (profile.nan_bits >> (self.fout.bits - 1)) & 1
+        word = (sign << 63) | (0x7FF << 52) | (payload << (52 - m))
+        self._nan = np.array([word], dtype=np.uint64).view(np.float64)[0]
+
+    def _call(self, A, B, C):
+        from ..emulate.vectorized import matmul
+
+        D = matmul(A, B, C, profile=self.profile)
+        return np.where(np.isnan(D), self._nan, D)
+
+
+class CallableTarget(MatrixTarget):
+    """Any Python callable ``fn(A, B, C) -> D`` (A (M, K), B (K, N), C (M, N) float64 numpy).
+
+    Args:
+        fn: the callable; it must return an (M, N) array-like of values of ``out_format``.
+        in_format, out_format: format names.
+        name: a name for reports.
+        k: the K it requires, or None (any).
+    """
+
+    def __init__(self, fn, in_format: str, out_format: str = "fp32", name: str | None = None,
+                 k: int | None = None):
+        if not callable(fn):
+            raise ProbeError(f"{name or fn!r} is not callable")
+        super().__init__(name or getattr(fn, "__name__", "callable"), in_format, out_format, k=k)
+        self.fn = fn
+
+    def _call(self, A, B, C):
+        return self.fn(A.copy(), B.copy(), C.copy())
+
+
+_TORCH_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+class TorchMatmulTarget(MatrixTarget):
+    """``torch.matmul(A, B) + C`` in the torch dtype of ``in_format`` (fp64, fp32, fp16, bf16).
+
+    The op's output dtype is the input dtype (torch.matmul), so ``out_format == in_format``; C is
+    added by torch in that dtype (a separate rounding: a "c added last" arithmetic).
+
+    Args:
+        in_format: fp64, fp32, fp16 or bf16.
+        device: "cpu" (default) or "cuda".
+
+    Raises:
+        ProbeError: torch missing, an unsupported format, CUDA asked for but absent.
+    """
+
+    def __init__(self, in_format: str = "fp32", device: str = "cpu"):
+        try:
+            import torch
+        except ImportError:
+            raise ProbeError("torch is not installed; pip install fpscope[torch]") from None
+        except Exception as exc:  # noqa: BLE001 - a black box may raise anything
+            raise ProbeError(f"torch failed to import: {_one_line(exc)}") from None
+        fin = resolve_format(in_format)
+        if fin.name not in _TORCH_NAMES:
+            raise ProbeError(f"torch.matmul: --in-format must be one of {', '.join(_TORCH_NAMES)}, "
+                             f"not {in_format!r}")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ProbeError(f"torch.matmul: device {device!r} asked for but CUDA is not available")
+        if device != "cpu" and not device.startswith("cuda"):
+            raise ProbeError(f"torch.matmul: unknown device {device!r}; use 'cpu' or 'cuda'")
+        super().__init__(f"torch.matmul[{device}]", fin.name, fin.name, k=None)
+        self.torch = torch
+        self.device = device
+        self.dtype = getattr(torch, _TORCH_NAMES[fin.name])
+
+    def _tensor(self, x: np.ndarray):
+        torch = self.torch
+        if self.in_format == "bf16":
+            # exact: values are bf16, hence fp32; fp32 -> bf16 of a representable value is exact
+            to_storage(x, self.fin)  # refuses values that are not representable
+            t = torch.from_numpy(to_storage(x, FP32)).to(torch.bfloat16)
+        elif self.in_format == "fp16":
+            to_storage(x, self.fin)
+            t = torch.from_numpy(to_storage(x, FP32)).to(torch.float16)
+        else:
+            t = torch.from_numpy(np.ascontiguousarray(to_storage(x, self.fin)))
+        return t.to(self.device)
+
+    def _call(self, A, B, C):
+        torch = self.torch
+        with torch.no_grad():
+            D = torch.matmul(self._tensor(A), self._tensor(B)) + self._tensor(C)
+        return D.to(device="cpu", dtype=torch.float64).numpy()
+
+
+def make_matrix_target(spec: str, in_format: str | None = None, out_format: str | None = None,
+                       k: int | None = None) -> MatrixTarget:
+    """A target from a name: ``sim:PRESET``, ``torch.matmul`` (``torch.matmul:cuda`` for the GPU;
+    plain ``torch.matmul`` uses CUDA when available), or ``package.module:function``.
+
+    Raises:
+        ProbeError: unknown preset, bad format, import failure, a format that does not match.
+    """
+    if spec.startswith("sim:"):
+        from ..profile import PRESETS
+
+        name = spec[4:]
+        if name not in PRESETS:
+            raise ProbeError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        prof = PRESETS[name]
+        for what, given, have in (("--in-format", in_format, prof.in_format),
+                                  ("--out-format", out_format, prof.out_format)):
+            if given is not None and resolve_format(given).name != resolve_format(have).name:
+                raise ProbeError(f"{spec} has {what} {have}, not {given}")
+        return SimulatedTarget(prof)
+    if spec in ("torch.matmul", "torch.matmul:cpu", "torch.matmul:cuda"):
+        device = spec.partition(":")[2]
+        if not device:
+            try:
+                import torch
+
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            except Exception:  # noqa: BLE001 - a broken torch install: use the CPU
+                device = "cpu"
+        t = TorchMatmulTarget(in_format or "fp32", device=device)
+        if out_format is not None and resolve_format(out_format).name != t.out_format:
+            raise ProbeError(f"torch.matmul returns {t.out_format}, not {out_format}")
+        return t
+    if ":" in spec:
+        from ..targets.base import TargetError
+        from ..targets.callable import load_function
+
+        try:
+            fn = load_function(spec)
+        except TargetError as exc:
+            raise ProbeError(str(exc)) from None
+        if in_format is None:
+            raise ProbeError(f"{spec}: give --in-format")
+        return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k)
+    raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, torch.matmul or "
+                     f"package.module:function")
+
+
+# -- helpers used by the probes --------------------------------------------------------------
+
+
+def evaluate_rows(target: MatrixTarget, a, b, c, budget: int = 4096) -> np.ndarray:
+    """d_r = op on one dot product per row: a, b float64 (R, K), c (R,) -> d (R,).
+
+    Rows are grouped by their b; up to 64 distinct b vectors become the columns of one call
+    (B (K, G), A the rows of those groups, C with each row's c in its own column; the other
+    outputs of the call are not used), as long as rows x columns stays within ``budget``.
+    A lane-independent op (checked by the determinism family) gives each row's d unchanged.
+
+    Raises:
+        ProbeError: as ``target(...)``.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    R = a.shape[0]
+    d = np.empty(R)
+    keys: dict = {}
+    braw = np.ascontiguousarray(b).view(np.uint64)
+    for r in range(R):
+        keys.setdefault(braw[r].tobytes(), []).append(r)
+    groups = list(keys.values())
+    cap = target.max_rows or R or 1
+    batch: list = []
+    nrows = 0
+
+    def flush(batch):
+        idx = np.concatenate([np.asarray(g) for g in batch])
+        col = np.concatenate([np.full(len(g), j) for j, g in enumerate(batch)])
+        B = np.stack([b[g[0]] for g in batch], axis=1)
+        for s in range(0, len(idx), cap):
+            part, pc = idx[s:s + cap], col[s:s + cap]
+            C = np.zeros((len(part), len(batch)))
+            C[np.arange(len(part)), pc] = c[part]
+            D = target(a[part], B, C)
+            d[part] = D[np.arange(len(part)), pc]
+
+    for g in groups:
+        if batch and (len(batch) >= 64 or (nrows + len(g)) * (len(batch) + 1) > budget):
+            flush(batch)
+            batch, nrows = [], 0
+        batch.append(g)
+        nrows += len(g)
+    if batch:
+        flush(batch)
+    return d
+
+
+def _hex(bits, width: int) -> str:
+    return f"0x{int(bits):0{width}X}"
+
+
+def hex_of(x, fmt: Format) -> list[str]:
+    """Bit patterns of float64 values in ``fmt`` as hex strings (tf32: its fp32 container;
+    a value not representable in ``fmt``: its float64 pattern, prefixed "f64:")."""
+    fmt = FP32 if fmt.name == "tf32" else fmt
+    x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    width = max(1, math.ceil(fmt.bits / 4))
+    ok = is_representable(x, fmt) | np.isnan(x)
+    out = []
+    for v, good in zip(x, ok):
+        if good:
+            out.append(_hex(encode(np.array([v]), fmt)[0], width))
+        else:
+            out.append("f64:" + _hex(np.array([v]).view(np.uint64)[0], 16))
+    return out
+
+
+def hex_in(x, target: MatrixTarget) -> list[str]:
+    return hex_of(x, target.fin)
+
+
+def hex_out(x, target: MatrixTarget) -> list[str]:
+    """Output bit patterns; NaNs keep the payload they carry (:func:`nan_bits_of`)."""
+    x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    out = hex_of(x, target.fout)
+    width = max(1, math.ceil(target.fout.bits / 4))
+    for i, v in enumerate(x):
+        if np.isnan(v):
+            out[i] = _hex(nan_bits_of(v, target.fout), width)
+    return out
+
+
+def nan_bits_of(x: float, fmt: Format) -> int:
+    """The ``fmt`` bit pattern of a float64 NaN narrowed as hardware narrows it: sign, all-ones
+    exponent, the top ``p - 1`` bits of the float64 significand (numpy's float64 -> float32
+    narrowing does this)."""
+    w = int(np.array([x], dtype=np.float64).view(np.uint64)[0])
+    m = fmt.p - 1
+    sign = w >> 63
+    payload = (w & ((1 << 52) - 1)) >> (52 - m)
+    exp_bits = fmt.bits - 1 - m
+    return (sign << (fmt.bits - 1)) | (((1 << exp_bits) - 1) << m) | payload

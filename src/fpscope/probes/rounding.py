@@ -1,0 +1,144 @@
+"""Step (and output) rounding rho: its format and its direction (NUMERICS.md section 3, probe 7).
+
+Inputs: sums whose exact value sits just above, on, or below rounding points of every candidate
+format, all in the first block: n copies of +-2^Eh (n = 1, 2, 3, 4, L - 1: carries push the sum's
+leading bit above e_max) plus one term +-m * 2^(Eh - t), m in {1, 1.25, 1.5}, t = 1 .. F + 2;
+single tiny products on the output's subnormal grid (in the last block); then random in-format
+values in the first block and over all blocks (chained steps), with random
+c. Eh is chosen so that no sum overflows the output format.
+
+Outcome: candidate elimination. The candidates are every format with the output format's exponent
+range and at most its precision (fp32 outputs: fp32, e8m13 (the "FP22" fp8 accumulator of
+NUMERICS.md section 2), tf32, bf16; fp16 outputs: fp16) in every rounding mode (RNE, RZ, RNA,
+RD, RU). Each candidate is a profile with the structure, F and alignment found so far, run by the
+vectorised engine; candidates whose outputs differ from the op's on any row are dropped. One
+survivor: rho found. Several: they agree on every probe (reported as equivalent; the first in
+the order output format, RZ before RNE, is used; the closed-loop validation then decides). None:
+no rounding of this family reproduces the op ("does not fit").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..emulate.vectorized import fdpa_batch
+from ..formats import ROUNDING_MODES
+from ..profile import resolve_format
+from ._common import (
+    Ctx,
+    Finding,
+    NotRepresentable,
+    candidate_profile,
+    same_bits,
+    sample_evidence,
+)
+from .determinism import random_normals
+
+FAMILY = "rounding"
+
+_FORMATS = ("fp32", "e8m13", "tf32", "bf16", "fp16", "fp64")
+_MODES = ("RZ", "RNE", "RNA", "RD", "RU")
+
+
+def candidates(fout) -> list[tuple[str, str]]:
+    out = []
+    names = [fout.name] + [n for n in _FORMATS if n != fout.name]
+    for n in names:
+        try:
+            f = resolve_format(n)
+        except ValueError:
+            continue
+        if f.emax == fout.emax and f.emin == fout.emin and f.p <= fout.p:
+            out.extend((f.name, m) for m in _MODES if m in ROUNDING_MODES)
+    return out
+
+
+def probe_rows(ctx: Ctx) -> list:
+    blk = ctx.first_block
+    L = len(blk)
+    F = ctx.known.get("frac_bits", 24)
+    fin, fout = ctx.fin, ctx.fout
+    Eh = min(fout.emax - 2 - math.ceil(math.log2(L + 2)), 2 * fin.emax - 1)
+    rows = []
+    ns = sorted({n for n in (1, 2, 3, 4, L - 1) if 1 <= n <= L - 1})
+    ms = [1.0, 1.5] + ([1.25] if fin.p >= 3 else [])
+    c_first = ctx.known.get("c_entry", "first") == "first"
+    for n in ns or [0]:
+        for t in range(1, F + 3):
+            for m in ms:
+                for s1 in (1.0, -1.0):
+                    for s2 in (1.0, -1.0):
+                        small = s2 * m * math.ldexp(1.0, Eh - t)
+                        big = [(blk[i], s1 * math.ldexp(1.0, Eh)) for i in range(n)]
+                        try:
+                            if n == 0:  # L = 1: the big term is c
+                                rows.append(ctx.row([(blk[0], small)], c=s1 * math.ldexp(1.0, Eh)))
+                            else:
+                                rows.append(ctx.row(big + [(blk[n], small)]))
+                        except NotRepresentable:
+                            pass
+    # the subnormal grids of the candidates differ (e8m13 is coarser than fp32 there); these
+    # rows only break ties (e_zero, unknown yet, may also act on them)
+    ctx.known["_tiny_from"] = len(rows)
+    last = ctx.blocks[-1][0]
+    for e in range(fout.emin - fout.p, fout.emin + 2):
+        for m in (1.0, 1.5, 1.75, 1.875):
+            for s1 in (1.0, -1.0):
+                try:
+                    rows.append(ctx.row([(last, s1 * m * math.ldexp(1.0, e))], allow_subnormal=True))
+                except NotRepresentable:
+                    pass
+    ctx.known["_tiny_to"] = len(rows)
+    rng = ctx.rng
+    lo = max(Eh - F - 2, fin.emin + 1, (fout.emin + 2) // 2 + 1)
+    for scope in ("block", "all"):
+        pos = blk if scope == "block" else list(range(ctx.K))
+        for _ in range(200):
+            a = np.zeros(ctx.K)
+            b = np.ones(ctx.K)
+            a[pos] = random_normals(rng, fin, len(pos), lo // 2, min(Eh // 2, fin.emax - 1))
+            b[pos] = random_normals(rng, fin, len(pos), lo // 2, min(Eh // 2, fin.emax - 1))
+            c = float(random_normals(rng, fout, 1, lo, Eh)[0]) if (c_first or scope == "all") else 0.0
+            rows.append((a, b, c))
+    return rows
+
+
+def run(ctx: Ctx) -> list[Finding]:
+    rows = probe_rows(ctx)
+    d = ctx.run(rows)
+    a = np.stack([r[0] for r in rows])
+    b = np.stack([r[1] for r in rows])
+    c = np.array([r[2] for r in rows])
+    alive, dead_rows = [], np.zeros(len(rows), dtype=bool)
+    tiny = np.zeros(len(rows), dtype=bool)
+    tiny[ctx.known.pop("_tiny_from"):ctx.known.pop("_tiny_to")] = True
+    for cand in candidates(ctx.fout):
+        prof = candidate_profile(ctx, step_rounding=cand)
+        try:
+            pred = fdpa_batch(a, b, c, prof)
+        except ValueError:
+            continue
+        ok = same_bits(pred, d)
+        main = ok.copy()
+        main[tiny] = True
+        if main.all():
+            alive.append((cand, bool(ok.all())))
+        else:
+            dead_rows |= ~main
+    idx = np.flatnonzero(dead_rows)
+    ev_rows = [rows[i] for i in idx] if len(idx) else rows
+    ev = sample_evidence(ctx, ev_rows, d[idx] if len(idx) else d)
+    if not alive:
+        return [Finding(FAMILY, "step_rounding", None, fits=False, rows=len(rows), evidence=ev,
+                        note=f"no rounding of {', '.join(sorted({f for f, _ in candidates(ctx.fout)}))} "
+                             f"in any mode reproduces the {len(rows)} rounding probes: does not fit")]
+    alive = [c for c, full in alive if full] or [c for c, _ in alive]
+    best = alive[0]
+    ctx.known["step_rounding"] = best
+    note = f"every step rounds to {best[0]} {best[1]}"
+    if len(alive) > 1:
+        note += (f" (equivalent on all {len(rows)} probes: "
+                 + ", ".join(f"{f} {m}" for f, m in alive[1:]) + ")")
+    return [Finding(FAMILY, "step_rounding", list(best), rows=len(rows), evidence=ev, note=note)]

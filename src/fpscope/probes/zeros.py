@@ -1,0 +1,188 @@
+"""e_zero: the exponent a zero term takes in the alignment maximum (NUMERICS.md section 2 step 3
+and section 3 probe 8).
+
+Inputs (first block, every other product +0, c = +0): a term X on the output's rounding grid
+(X = g, a representable value, and X = 0.5 g, 1.5 g, ties; g = the smallest subnormal output),
+plus a term +-delta = +-2^s for s from just below X's exponent down to the smallest product. If
+the zero terms set e_max (e_zero above X's exponent), delta survives the cut exactly when
+s >= e_zero - F, and its presence moves X across a rounding point in at least one of the variants
+(X - delta under RZ/RD, X + delta under RU, a tie +- delta under RNE/RNA).
+
+A first route uses c alone (c entering the first block): c = 2^e + 2^(e - j) loses its low bit
+once the zero products' e_zero - F lies above it (fp32 outputs: only e_zero above about -126;
+NUMERICS.md's -132 .. -133 are then not observable this way).
+
+Outcome: T = the smallest s whose delta changes the result; e_max = T + F. If e_max is above every
+nonzero term's exponent, e_zero = T + F. Otherwise the zeros never set e_max for these formats:
+e_zero is not observable and the profile uses None (zeros left out of the maximum), which gives
+the same results for every input of these formats. NUMERICS.md: "e_zero is unobservable for fp16
+inputs with fp32 output (the smallest product exponent is about -28)"; fp8 inputs likewise.
+Needs F (bounded); outputs flushed to zero hide the grid (then not observable).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._common import Ctx, Finding, NotRepresentable, exponent, lead_exponent
+
+FAMILY = "zeros"
+
+
+def _not_obs(ctx: Ctx, why: str) -> list[Finding]:
+    ctx.known["e_zero"] = None
+    return [Finding(FAMILY, "e_zero", None, observable=False,
+                    note=f"not observable: {why}; None used (zeros left out of e_max)")]
+
+
+def _c_route(ctx: Ctx, F: int):
+    """c alone (all products +0): c = 2^e + 2^(e - j), j = min(F, p(out) - 1), for normal e
+    downward. Without zeros in the max the low bit is kept; once e_zero - F > e - j it is cut.
+    The largest e that loses it gives e_zero = e + 1 + F - j. None if the bit is never lost."""
+    fout = ctx.fout
+    from ..profile import resolve_format
+
+    step = resolve_format(ctx.known.get("step_rounding", (fout.name, "RZ"))[0])
+    j = min(F, fout.p - 1, step.p - 1)
+    rows, es = [], []
+    for e in range(min(fout.emax - 1, fout.emin + 60), fout.emin - 1, -1):
+        c = math.ldexp(1.0, e) + math.ldexp(1.0, e - j)
+        try:
+            rows.append(ctx.row([], c=c))
+            es.append(e)
+        except NotRepresentable:
+            continue
+    if not rows:
+        return None
+    d = ctx.run(rows)
+    cut = [float(v) != r[2] for v, r in zip(d, rows)]
+    if not any(cut):
+        return None
+    top = max(e for e, c in zip(es, cut) if c)
+    ev = [ctx.evidence(r, float(v), f"c = 2^{e} + 2^{e - j} alone")
+          for r, v, e in zip(rows, d, es) if abs(e - top) <= 1]
+    if top == es[0]:
+        return None  # lost even at the largest e: not the zeros' doing
+    if not all(c for e, c in zip(es, cut) if e <= top):
+        return [Finding(FAMILY, "e_zero", None, fits=False, rows=len(rows), evidence=ev,
+                        note="c's low bit is lost for no single threshold exponent")]
+    e_zero = top + 1 + F - j
+    ctx.known["e_zero"] = e_zero
+    return [Finding(FAMILY, "e_zero", e_zero, rows=len(rows), evidence=ev,
+                    note=f"c = 2^e + 2^(e-{j}) alone loses its low bit for e <= {top}: the zero "
+                         f"products set e_max = e_zero = {e_zero}")]
+
+
+def _single_route(ctx: Ctx, F: int, sub_ok: bool):
+    """One product 2^e alone, e downward over the output's range: it is lost (d = 0) once
+    e < e_zero - F (the zeros set e_max). The largest lost e gives e_zero = e + 1 + F."""
+    fout = ctx.fout
+    p0 = ctx.blocks[-1][0]  # last block: a tiny step result is not chained into a later block
+    from ..profile import resolve_format
+
+    step = resolve_format(ctx.known.get("step_rounding", (fout.name, "RZ"))[0])
+    fmt = step if step.p < fout.p else fout  # the coarser grid: its subnormals set the floor
+    lo = fmt.emin if ctx.known.get("flush_outputs") else fmt.emin - fmt.p + 1
+    rows, es = [], []
+    for e in range(lo + 80, lo - 1, -1):
+        try:
+            row = ctx.row([(p0, math.ldexp(1.0, e))], allow_subnormal=sub_ok)
+        except NotRepresentable:
+            continue
+        if lead_exponent(row[0][p0], row[1][p0], ctx.fin) == e:
+            rows.append(row)
+            es.append(e)
+    if not rows:
+        return None
+    d = ctx.run(rows)
+    lost = [float(v) == 0 for v in d]
+    if not any(lost) or lost[0]:
+        return None
+    top = max(e for e, x in zip(es, lost) if x)
+    if not all(x for e, x in zip(es, lost) if e <= top):
+        return None
+    e_zero = top + 1 + F
+    ctx.known["e_zero"] = e_zero
+    ev = [ctx.evidence(r, float(v), f"2^{e} alone") for r, v, e in zip(rows, d, es)
+          if abs(e - top) <= 1]
+    return [Finding(FAMILY, "e_zero", e_zero, rows=len(rows), evidence=ev,
+                    note=f"a single product 2^e is lost for e <= {top}: the zero terms set "
+                         f"e_max = e_zero = {e_zero}")]
+
+
+def run(ctx: Ctx) -> list[Finding]:
+    fin, fout = ctx.fin, ctx.fout
+    if ctx.known.get("frac_bits_at_least", True):
+        return _not_obs(ctx, "F is not bounded by the probes")
+    F = ctx.known["frac_bits"]
+    if ctx.known.get("c_entry", "first") == "first":
+        found = _c_route(ctx, F)
+        if found is not None:
+            return found
+    if ctx.known.get("flush_outputs"):
+        return _not_obs(ctx, "subnormal outputs are flushed")
+    blk = ctx.blocks[-1]  # last block: tiny step results are not re-read (and flushed) as inputs
+    if len(blk) < 2:
+        return _not_obs(ctx, "one product per block")
+    g = fout.min_subnormal
+    sub_ok = not ctx.known.get("flush_inputs", False)
+    xs, leads = [], []
+    for x in (g, 0.5 * g, 1.5 * g, 2 * g, 3 * g):
+        try:
+            a, b, _ = ctx.row([(blk[0], x)])  # normal operands: the lead is X's exponent
+            xs.append(x)
+            leads.append(lead_exponent(a[blk[0]], b[blk[0]], fin))
+        except NotRepresentable:
+            pass
+    if not xs:
+        return _not_obs(ctx, f"no product of two {fin.name} values lies on the smallest "
+                             f"{fout.name} rounding grid (the smallest product is too large)")
+    e_top = max(leads)
+    smallest = (fin.min_subnormal if sub_ok else fin.min_normal) ** 2
+    s_lo = exponent(smallest) if smallest > 0 else -1100
+    rows, meta = [], []
+    for s in range(e_top - 1, s_lo - 1, -1):
+        delta = math.ldexp(1.0, s)
+        for x in xs:
+            for sign in (1.0, -1.0):
+                try:
+                    row = ctx.row([(blk[0], x), (blk[1], sign * delta)], allow_subnormal=sub_ok)
+                except NotRepresentable:
+                    continue
+                if lead_exponent(row[0][blk[1]], row[1][blk[1]], fin) <= e_top:
+                    rows.append(row)
+                    meta.append((s, x))
+    if not rows:
+        return _not_obs(ctx, "no small term can be formed")
+    base_rows = [ctx.row([(blk[0], x)]) for x in xs]
+    base = dict(zip(xs, ctx.run(base_rows)))
+    d = ctx.run(rows)
+    changed: dict[int, bool] = {}
+    for (s, x), v in zip(meta, d):
+        changed[s] = changed.get(s, False) or not ctx.same(float(v), float(base[x]))
+    ss = sorted(changed)
+    hits = [s for s in ss if changed[s]]
+    ev = [ctx.evidence(r, float(v), f"X = {x!r}, delta = 2^{s}")
+          for r, v, (s, x) in list(zip(rows, d, meta))[:: max(1, len(rows) // 6)]]
+    if not hits:
+        found = _single_route(ctx, F, sub_ok)
+        return found if found is not None else _not_obs(ctx, "no small term changes the result")
+    T = min(hits)
+    if T == ss[0]:
+        return _not_obs(ctx, f"even the smallest term 2^{T} survives the cut: zeros never set "
+                             f"e_max for these formats")
+    if any(not changed[s] for s in ss if s > T):
+        return [Finding(FAMILY, "e_zero", None, fits=False, rows=len(rows), evidence=ev,
+                        note="the small terms that change the result are not all above one cut")]
+    e_max = T + F
+    # the largest leading exponent of the nonzero terms in the rows that decide
+    lead = max(e_top, T)
+    if e_max <= lead:
+        ctx.known["e_zero"] = None
+        return [Finding(FAMILY, "e_zero", None, observable=False, rows=len(rows), evidence=ev,
+                        note=f"the cut follows the nonzero terms (e_max = {e_max}): zeros never set "
+                             f"e_max for these formats; None used")]
+    ctx.known["e_zero"] = e_max
+    return [Finding(FAMILY, "e_zero", e_max, rows=len(rows), evidence=ev,
+                    note=f"with tiny terms only, the cut is at 2^{T} = 2^(e_zero - F): "
+                         f"e_zero = {e_max}")]
