@@ -137,3 +137,26 @@ def validate_record(rec, where: str = "record") -> dict:
         if shape is not None and not (isinstance(shape, list) and all(isinstance(d, int) for d in shape)):
             raise RecordError(f"{where}: \"target.shape\" must be a list of integers")
     return rec
+
+
+def record_arithmetic(rec: dict, default_format):
+    """(accumulator Format, per-node Formats or None) of a reveal record's "accumulator" object;
+    ``default_format`` when the record names no format.
+
+    Raises:
+        RecordError: the "accumulator" entry is not an object, or names an unknown format.
+    """
+    from .formats import get_format
+    from .probes.accumulator import expand_run_lengths
+
+    acc = rec.get("accumulator") or {}
+    if not isinstance(acc, dict):
+        raise RecordError('the record\'s "accumulator" must be an object')
+    try:
+        runs = acc.get("node_formats")
+        if runs:
+            fmts = [get_format(f) for f in expand_run_lengths(runs)]
+            return min(fmts, key=lambda f: f.p), fmts
+        return (get_format(acc["format"]) if acc.get("format") else default_format), None
+    except (ValueError, TypeError) as exc:
+        raise RecordError(f"bad \"accumulator\" entry: {exc}") from None

@@ -1,0 +1,386 @@
+"""``fpscope diff A B``: compare two summation trees (reveal records) or two profiles.
+
+Verdicts: "identical"; for trees "same tree, different node arithmetic" or "different tree"; for
+profiles "same arithmetic" (names may differ) or "different arithmetic". A difference comes with
+
+* the smallest differing subtree: the smallest node of one tree whose set of leaves is no node of
+  the other, beside the smallest node of the other that holds those leaves;
+* the first differing parameter (accumulator format, per-node formats, a profile field);
+* a witness: an input that gives different output bits under the two, checked by evaluating both
+  (trees: :func:`fpscope.replay.replay`; profiles: the emulator). For two trees the witness is the
+  FPRev probe of a pair of leaves whose lowest common ancestor differs in size (Xie et al., ATC
+  2025): ``x_i = M, x_j = -M``, units elsewhere; its output counts the units outside that ancestor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .formats import Format, encode, get_format
+from .profile import PRESETS, Profile, resolve_format
+from .tree import C_LEAF, SumTree, TreeError, leaves_of
+
+__all__ = ["DiffError", "DiffResult", "Side", "diff", "load_side"]
+
+#: profile fields that name or document a profile rather than its arithmetic
+_LABELS = ("name", "arch", "status", "evidence")
+
+
+class DiffError(ValueError):
+    """An operand of diff cannot be read, or the two cannot be compared."""
+
+
+@dataclass
+class Side:
+    """One operand: a tree with its node arithmetic, or a profile."""
+
+    label: str
+    tree: SumTree | None = None
+    acc: Format | None = None
+    node_formats: list | None = None
+    profile: Profile | None = None
+
+    @property
+    def kind(self) -> str:
+        return "profile" if self.profile is not None else "tree"
+
+
+@dataclass
+class DiffResult:
+    """The comparison; ``same`` is True for "identical" and "same arithmetic"."""
+
+    kind: str
+    verdict: str
+    same: bool
+    subtree: dict | None = None
+    parameter: dict | None = None
+    witness: dict | None = None
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "verdict": self.verdict, "same": self.same,
+                "subtree": self.subtree, "parameter": self.parameter, "witness": self.witness,
+                "notes": self.notes}
+
+    def to_text(self) -> str:
+        lines = [self.verdict]
+        if self.subtree:
+            s = self.subtree
+            lines.append(f"smallest differing subtree ({len(s['leaves'])} leaves): "
+                         f"A {s['a_text']}  vs  B {s['b_text']}")
+        if self.parameter:
+            p = self.parameter
+            lines.append(f"first differing parameter: {p['name']}: A {p['a']!r}, B {p['b']!r}")
+        if self.witness:
+            w = self.witness
+            shown = w["input"]
+            if isinstance(shown, list) and len(shown) > 8:
+                shown = " ".join(shown[:8]) + f" ... ({len(shown)} values; --format json has all)"
+            lines.append(f"witness ({w['how']}): {shown}")
+            lines.append(f"  gives A {w['a']}, B {w['b']}")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+def load_side(spec: str) -> Side:
+    """A reveal record, a profile JSON file, a bare tree JSON file, or a preset name.
+
+    Raises:
+        DiffError: not found, unreadable, or not one of those.
+    """
+    from .record import RecordError, record_arithmetic, validate_record
+
+    path = Path(spec)
+    if not path.is_file():
+        if spec in PRESETS:
+            return Side(spec, profile=PRESETS[spec])
+        raise DiffError(f"{spec}: no such file, and not a preset name (fpscope profiles)")
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DiffError(f"cannot read {spec}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DiffError(f"{spec} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    try:
+        if isinstance(obj, list):
+            return Side(spec, tree=SumTree.from_json(obj))
+        if isinstance(obj, dict) and obj.get("schema", "").startswith("fpscope.profile"):
+            return Side(spec, profile=Profile.from_dict(obj))
+        rec = validate_record(obj, spec)
+        if rec.get("kind", "reveal") != "reveal":
+            raise DiffError(f"{spec} is a {rec.get('kind')!r} record; diff reads reveal records "
+                            f"and profiles")
+        tree = SumTree.from_json(rec["tree"])
+        acc, nodes = record_arithmetic(rec, get_format(rec["target"].get("dtype", "fp32")))
+        return Side(spec, tree=tree, acc=acc, node_formats=nodes)
+    except (RecordError, TreeError, ValueError) as exc:
+        if isinstance(exc, DiffError):
+            raise
+        raise DiffError(f"{spec}: {str(exc).splitlines()[0]}") from None
+
+
+# -- trees ---------------------------------------------------------------------------------------
+
+class _Index:
+    """Parent pointers, leaf counts and leaf-set hashes of a tree's nodes (iterative)."""
+
+    def __init__(self, tree: SumTree, salts: np.ndarray):
+        self.parent: dict = {}
+        self.size: dict = {}
+        self.hash: dict = {}
+        self.nodes = list(tree.nodes_postorder())
+        mask = (1 << 64) - 1
+        for nd in self.nodes:
+            size, h = 0, 0
+            for c in nd:
+                self.parent[self._key(c)] = nd
+                if isinstance(c, tuple):
+                    size += self.size[id(c)]
+                    h = (h + self.hash[id(c)]) & mask
+                else:
+                    size += 1
+                    h = (h + int(salts[-1 if c == C_LEAF else c])) & mask
+            self.size[id(nd)], self.hash[id(nd)] = size, h
+        self.hashes = {self.hash[id(nd)]: nd for nd in self.nodes}
+
+    @staticmethod
+    def _key(c):
+        return ("node", id(c)) if isinstance(c, tuple) else ("leaf", c)
+
+    def lca(self, leaves):
+        """The smallest node holding every leaf of ``leaves``."""
+        chains = []
+        for x in leaves:
+            chain, cur = [], self.parent.get(("leaf", x))
+            while cur is not None:
+                chain.append(cur)
+                cur = self.parent.get(("node", id(cur)))
+            chains.append(chain)
+        common = {id(nd) for nd in chains[0]}
+        for chain in chains[1:]:
+            common &= {id(nd) for nd in chain}
+        return next(nd for nd in chains[0] if id(nd) in common)
+
+
+def _smallest_unshared(a: _Index, b: _Index):
+    """The smallest node of ``a`` whose leaf set is no node of ``b`` (None if every one is)."""
+    best = None
+    for nd in a.nodes:
+        if a.hash[id(nd)] not in b.hashes and (best is None or a.size[id(nd)] < a.size[id(best)]):
+            best = nd
+    return best
+
+
+def _text(node) -> str:
+    text = json.dumps(_to_lists(node), separators=(",", ":"))
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _to_lists(node):
+    return [_to_lists(c) for c in node] if isinstance(node, tuple) else node
+
+
+def _probe_pair(node, a: _Index, b: _Index):
+    """Leaves i, j under different children of ``node`` (a node of a) whose LCA in b has
+    another size than ``node``; None if there is none (cannot happen for an unshared node)."""
+    kids = [leaves_of(c) if isinstance(c, tuple) else [c] for c in node]
+    kids = [[x for x in k if x != C_LEAF] for k in kids]
+    want = a.size[id(node)]
+    for p in range(len(kids)):
+        for q in range(p + 1, len(kids)):
+            for i in kids[p][:8]:
+                for j in kids[q][:8]:
+                    if b.size[id(b.lca([i, j]))] != want:
+                        return i, j
+    for p in range(len(kids)):  # exhaustive fallback
+        for q in range(p + 1, len(kids)):
+            for i in kids[p]:
+                for j in kids[q]:
+                    if b.size[id(b.lca([i, j]))] != want:
+                        return i, j
+    return None
+
+
+def _hex(values, fmt: Format) -> list[str]:
+    width = max(1, (fmt.bits + 3) // 4)
+    return [f"0x{int(w):0{width}x}" for w in encode(np.asarray(values, dtype=np.float64), fmt)]
+
+
+def _replay(side: Side, X) -> np.ndarray:
+    from .replay import replay
+
+    C = np.zeros(len(X)) if side.tree.has_c else None
+    return replay(side.tree, X, side.acc, side.acc, C=C, node_formats=side.node_formats)
+
+
+def _tree_witness(a: Side, b: Side, pair) -> dict | None:
+    from .masks import MaskError, choose_mask
+
+    i, j = pair
+    acc = min((a.acc, b.acc), key=lambda f: f.p)
+    try:
+        mask = choose_mask(a.tree.n, acc, acc, acc)
+    except MaskError:
+        return None
+    x = np.full(a.tree.n, mask.u)
+    x[i], x[j] = mask.M, -mask.M
+    ya, yb = _replay(a, x[None, :])[0], _replay(b, x[None, :])[0]
+    if ya == yb:
+        return None
+    return {"how": f"FPRev probe x[{i}] = M, x[{j}] = -M, units elsewhere (M = {mask.M:g}, "
+                   f"u = {mask.u:g}); checked by replay",
+            "input": {"i": int(i), "j": int(j), "M": mask.M, "u": mask.u},
+            "a": f"{_hex([ya], a.acc)[0]} ({float(ya)!r})",
+            "b": f"{_hex([yb], b.acc)[0]} ({float(yb)!r})"}
+
+
+def _random_witness(a: Side, b: Side, seed: int, tries: int = 64) -> dict | None:
+    rng = np.random.default_rng(seed)
+    acc = min((a.acc, b.acc), key=lambda f: f.p)
+    from .formats import round_to_format
+
+    for t in range(tries):
+        scale = np.ldexp(1.0, rng.integers(-20, 21, size=(256, a.tree.n)) // (1 + t % 4))
+        X = round_to_format(rng.standard_normal((256, a.tree.n)) * scale, acc)
+        ya, yb = _replay(a, X), _replay(b, X)
+        diff = np.flatnonzero(ya.view(np.int64) != yb.view(np.int64))
+        if diff.size:
+            r = diff[0]
+            return {"how": "random input; checked by replay", "input": _hex(X[r], acc),
+                    "a": f"{_hex([ya[r]], a.acc)[0]} ({float(ya[r])!r})",
+                    "b": f"{_hex([yb[r]], b.acc)[0]} ({float(yb[r])!r})"}
+    return None
+
+
+def diff_trees(a: Side, b: Side, seed: int = 0) -> DiffResult:
+    """Compare two trees and their node arithmetic (module docstring)."""
+    if a.tree.n != b.tree.n or a.tree.has_c != b.tree.has_c:
+        ca, cb = (" and C" if t.has_c else "" for t in (a.tree, b.tree))
+        note = f"A has {a.tree.n} leaves{ca}, B {b.tree.n}{cb}: no common input"
+        return DiffResult("tree", "different tree", False, notes=[note])
+    if a.tree == b.tree:
+        if a.acc is None or b.acc is None:
+            return DiffResult("tree", "identical", True,
+                              notes=["node arithmetic not compared (a bare tree has none)"])
+        names_a = [f.name for f in a.node_formats] if a.node_formats else None
+        names_b = [f.name for f in b.node_formats] if b.node_formats else None
+        if a.acc.name == b.acc.name and names_a == names_b:
+            return DiffResult("tree", "identical", True)
+        if a.acc.name != b.acc.name and not (names_a or names_b):
+            param = {"name": "accumulator", "a": a.acc.name, "b": b.acc.name}
+        else:
+            na = names_a or [a.acc.name] * a.tree.n_nodes
+            nb = names_b or [b.acc.name] * b.tree.n_nodes
+            k = next(k for k in range(len(na)) if na[k] != nb[k])
+            param = {"name": f"node {k} format (post-order)", "a": na[k], "b": nb[k]}
+        return DiffResult("tree", "same tree, different node arithmetic", False,
+                          parameter=param, witness=_random_witness(a, b, seed))
+    salts = np.random.default_rng(12345).integers(0, 2**63, size=a.tree.n + 1, dtype=np.int64)
+    ia, ib = _Index(a.tree, salts), _Index(b.tree, salts)
+    na, nb = _smallest_unshared(ia, ib), _smallest_unshared(ib, ia)
+    if na is None or (nb is not None and ib.size[id(nb)] < ia.size[id(na)]):
+        node, own, other, swap = nb, ib, ia, True
+    else:
+        node, own, other, swap = na, ia, ib, False
+    leaves = [x for x in leaves_of(node) if x != C_LEAF]
+    cover = other.lca(leaves)
+    sub = {"leaves": leaves, "a": _to_lists(cover if swap else node),
+           "b": _to_lists(node if swap else cover)}
+    sub["a_text"], sub["b_text"] = _text(cover if swap else node), _text(node if swap else cover)
+    witness = None
+    if a.acc is not None and b.acc is not None:
+        pair = _probe_pair(node, own, other)
+        witness = (_tree_witness(a, b, pair) if pair else None) or _random_witness(a, b, seed)
+    res = DiffResult("tree", "different tree", False, subtree=sub, witness=witness)
+    if witness is None and a.acc is not None:
+        res.notes.append("no input found whose output bits differ (the trees may give the same "
+                         "results for every input)")
+    return res
+
+
+# -- profiles ------------------------------------------------------------------------------------
+
+def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> DiffResult:
+    """Compare the arithmetic of two profiles: the first differing field (in the Profile's field
+    order, names and evidence ignored) and a witness from random differential testing with the
+    generators of :mod:`fpscope.probes.validate` (a shrunk one when both take the same k)."""
+    import dataclasses
+
+    changed = [f.name for f in dataclasses.fields(Profile)
+               if f.name not in _LABELS and getattr(a, f.name) != getattr(b, f.name)]
+    if not changed:
+        res = DiffResult("profile", "same arithmetic", True)
+        if a.name != b.name:
+            res.notes.append(f"{a.name} and {b.name} differ only in name and documentation")
+        return res
+    first = changed[0]
+    param = {"name": first, "a": _plain(getattr(a, first)), "b": _plain(getattr(b, first))}
+    res = DiffResult("profile", "different arithmetic", False, parameter=param)
+    if len(changed) > 1:
+        res.notes.append(f"also differ: {', '.join(changed[1:])}")
+    fa, fb = resolve_format(a.in_format), resolve_format(b.in_format)
+    if fa.name != fb.name or resolve_format(a.out_format).name != resolve_format(b.out_format).name:
+        res.notes.append("different input or output formats: no common input to compare")
+        return res
+    res.witness = _profile_witness(a, b, cases, seed)
+    if res.witness is None:
+        res.notes.append(f"no input among {cases} random cases gives different bits")
+    return res
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _profile_witness(a: Profile, b: Profile, cases: int, seed: int) -> dict | None:
+    from .emulate import matmul
+    from .emulate.library import has_library_level
+    from .probes.blackbox import SimulatedTarget
+    from .probes.validate import GENERATORS, generate, validate
+
+    if a.k == b.k and not has_library_level(a) and not has_library_level(b):
+        rep = validate(SimulatedTarget(a), b, cases=cases, seed=seed)
+        m = rep.get("first_mismatch")
+        if not m:
+            return None
+        return {"how": f"random differential test ({m['generator']} generator), shrunk to "
+                       f"{m.get('nonzero_products')} nonzero products; checked by the emulator",
+                "input": {"products": m["products"], "c": m["c"]},
+                "a": m.get("got", m["got_full"]), "b": m.get("expected", m["expected_full"])}
+    fin, fout = resolve_format(a.in_format), resolve_format(a.out_format)
+    K = a.k * b.k // math.gcd(a.k, b.k)
+    rng = np.random.default_rng(seed)
+    for t in range(max(1, cases // 256)):
+        kind = GENERATORS[t % len(GENERATORS)]
+        A, B, C = generate(kind, rng, fin, fout, 16, K, 16, min(a.block_size, b.block_size))
+        da, db = matmul(A, B, C, profile=a), matmul(A, B, C, profile=b)
+        bad = (da.view(np.int64) != db.view(np.int64)) & ~(np.isnan(da) & np.isnan(db))
+        if bad.any():
+            m, n = (int(x) for x in np.argwhere(bad)[0])
+            return {"how": f"random GEMM row x column ({kind} generator, K = {K}); checked by "
+                           f"the emulator",
+                    "input": {"a": _hex(A[m], fin), "b": _hex(B[:, n], fin),
+                              "c": _hex([C[m, n]], fout)[0]},
+                    "a": _hex([da[m, n]], fout)[0], "b": _hex([db[m, n]], fout)[0]}
+    return None
+
+
+def diff(a_spec: str, b_spec: str, cases: int = 4096, seed: int = 0) -> DiffResult:
+    """Compare two operands (see :func:`load_side`).
+
+    Raises:
+        DiffError: an operand cannot be read, or a tree is compared with a profile.
+    """
+    a, b = load_side(a_spec), load_side(b_spec)
+    if a.kind != b.kind:
+        raise DiffError(f"cannot compare a {a.kind} ({a.label}) with a {b.kind} ({b.label})")
+    if a.kind == "profile":
+        return diff_profiles(a.profile, b.profile, cases, seed)
+    return diff_trees(a, b, seed)

@@ -1,0 +1,386 @@
+"""Fit a profile to recorded (a, b, c, d) vectors of an unknown device: ``fpscope fit``.
+
+Input: one recorded set, each sample one instruction ``d = fdpa(a, b, c)`` over K products:
+
+* a folder in the hw-vectors layout (``<GPU>/<format>/``: ``a_<GPU>_<format>.txt``, ``b_...``,
+  ``c_<GPU>_fp32.txt``, ``d_<GPU>_<out>.txt``; shared/data/hw-vectors/README.md), read with
+  :func:`fpscope.emulate.load_hw_set` and the README's rules for c (:func:`hw_c_values`);
+* an ``.npz`` file with arrays ``a`` (n, K) and ``b`` (n, K) (float values of the input format;
+  tf32: fp32 values), ``c`` (n,) (values of the output format), ``d`` (n,) (output bit
+  patterns, unsigned integers), and 0-d string arrays ``in_format`` and ``out_format``
+  (fp16, bf16, tf32, fp8_e4m3fn, fp8_e5m2 / fp32, fp16).
+
+Search (every candidate is run by the vectorised engine on the samples, outputs compared bit for
+bit, NaNs equal): the presets with the same formats; a grid over block size L (divisors of K),
+kept bits F, alignment, step rounding and where c enters, scored on the first samples; then
+coordinate descent over single parameters (L, F, alignment, e_zero, step and output rounding,
+c entry, flushes, tf32 operand conversion) on all samples. The result lists, for the best
+profile, every single-parameter change that still reproduces all samples (the candidates the
+data cannot separate) and, for each rejected neighbour, the first sample that rules it out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .formats import encode
+from .profile import PRESETS, Profile, resolve_format
+
+__all__ = ["FitError", "FitResult", "Recording", "fit", "load_recording"]
+
+_FOLDER_FORMATS = {"fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "E4M3": "fp8_e4m3fn",
+                   "E5M2": "fp8_e5m2"}
+_IN_FORMATS = ("fp16", "bf16", "tf32", "fp8_e4m3fn", "fp8_e5m2")
+_STEPS = {"fp32": [(("fp32", "RZ"), None), (("fp32", "RNE"), None), (("e8m13", "RZ"), None)],
+          "fp16": [(("fp16", "RNE"), None), (("fp16", "RZ"), None),
+                   (("fp32", "RZ"), ("fp16", "RNE")), (("e8m13", "RZ"), ("fp16", "RNE"))]}
+_E_ZERO = {"fp32": -133, "fp16": -22}
+_E_ZERO_SEARCH = [None, *range(-160, -9)]  # the e_zero values searched
+
+
+class FitError(ValueError):
+    """The recording cannot be read or is inconsistent."""
+
+
+@dataclass
+class Recording:
+    """Recorded samples: a, b (n, K) float64 inputs; c (n,) float64; d (n,) output bits."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    d: np.ndarray
+    in_format: str
+    out_format: str
+    source: str
+
+    @property
+    def K(self) -> int:
+        return self.a.shape[1]
+
+
+def load_recording(path, out: str | None = None) -> Recording:
+    """Read a hw-vectors folder or an .npz file (module docstring).
+
+    Args:
+        path: the folder (``.../H100/fp16``) or the .npz file.
+        out: the output to read from a folder with both: "fp32" (default) or "fp16".
+
+    Raises:
+        FitError: missing files, unknown formats, inconsistent shapes.
+    """
+    from .emulate import hw_c_values, load_hw_set
+
+    path = Path(path)
+    if path.is_dir():
+        gpu, folder = path.parent.name, path.name
+        if folder not in _FOLDER_FORMATS:
+            raise FitError(f"{path}: folder {folder!r} is not one of {', '.join(_FOLDER_FORMATS)}")
+        outs = [o for o in ("fp32", "fp16") if (path / f"d_{gpu}_{o}.txt").is_file()]
+        if not outs:
+            raise FitError(f"{path}: no d_{gpu}_fp32.txt or d_{gpu}_fp16.txt (hw-vectors layout)")
+        out = out or outs[0]
+        if out not in outs:
+            raise FitError(f"{path} has no {out} output (has {', '.join(outs)})")
+        try:
+            a, b, c, d = load_hw_set(path.parent.parent, gpu, folder, out)
+        except (OSError, ValueError) as exc:
+            raise FitError(f"cannot read {path}: {exc}") from None
+        return Recording(a, b, hw_c_values(gpu, folder, out, c), d.astype(np.uint64),
+                         _FOLDER_FORMATS[folder], out, str(path))
+    if path.suffix != ".npz" or not path.is_file():
+        raise FitError(f"{path}: not a hw-vectors folder or an .npz file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in ("a", "b", "c", "d", "in_format", "out_format")}
+    except KeyError as exc:
+        raise FitError(f"{path}: missing array {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise FitError(f"cannot read {path}: {exc}") from None
+    fin, fout = str(arrays["in_format"]), str(arrays["out_format"])
+    if fin not in _IN_FORMATS or fout not in ("fp32", "fp16"):
+        raise FitError(f"{path}: formats {fin} -> {fout} not supported")
+    a, b = (np.asarray(arrays[k], dtype=np.float64) for k in ("a", "b"))
+    c = np.asarray(arrays["c"], dtype=np.float64)
+    d = np.asarray(arrays["d"])
+    if d.dtype.kind not in "ui":
+        raise FitError(f"{path}: d must hold output bit patterns (unsigned integers)")
+    if a.ndim != 2 or a.shape != b.shape or c.shape != (len(a),) or d.shape != (len(a),):
+        raise FitError(f"{path}: shapes a {a.shape}, b {b.shape}, c {c.shape}, d {d.shape} do "
+                       f"not fit (n, K), (n, K), (n,), (n,)")
+    return Recording(a, b, c, d.astype(np.uint64), fin, fout, str(path))
+
+
+@dataclass
+class FitResult:
+    """The best profile, its match count, and what the data leaves open."""
+
+    profile: Profile
+    matched: int
+    total: int
+    consistent: dict = field(default_factory=dict)
+    separating: dict = field(default_factory=dict)
+    evaluated: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.matched == self.total
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile.to_dict(), "matched": self.matched, "total": self.total,
+                "exact": self.exact, "consistent": self.consistent,
+                "separating_samples": self.separating, "candidates_evaluated": self.evaluated}
+
+    def to_text(self) -> str:
+        p = self.profile
+        lines = [f"best profile: L={p.block_size} x {p.stages} (k={p.k}), F={p.frac_bits}, "
+                 f"alignment {p.alignment}, e_zero {p.e_zero}, step {'-'.join(p.step_rounding)}"
+                 + (f", output {'-'.join(p.output_rounding)}" if p.output_rounding else "")
+                 + (f", c {p.c_entry}" if p.c_entry != "first" else ""),
+                 f"reproduces {self.matched}/{self.total} samples bit for bit"
+                 + ("" if self.exact else "  (NOT exact)")]
+        for name, values in self.consistent.items():
+            if len(values) > 1:
+                bound = " (the whole searched range)" if name == "e_zero" and \
+                    len(values) > 150 else ""
+                lines.append(f"  {name}: every value in {_ranges(values)}{bound} fits all "
+                             f"samples (not separated by this data)")
+        for name, seps in self.separating.items():
+            items = list(seps.items())
+            shown = ", ".join(f"{v} (sample {i})" for v, i in items[:6])
+            more = f" and {len(items) - 6} more" if len(items) > 6 else ""
+            lines.append(f"  {name} ruled out: {shown}{more}")
+        return "\n".join(lines)
+
+
+def _ranges(values) -> str:
+    """Values as text, runs of consecutive integers as ``lo..hi``."""
+    ints = sorted(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+    parts = [str(v) for v in values if not (isinstance(v, int) and not isinstance(v, bool))]
+    i = 0
+    while i < len(ints):
+        j = i
+        while j + 1 < len(ints) and ints[j + 1] == ints[j] + 1:
+            j += 1
+        parts.append(f"{ints[i]}..{ints[j]}" if j - i >= 2 else
+                     ", ".join(str(v) for v in ints[i:j + 1]))
+        i = j + 1
+    return ", ".join(parts)
+
+
+class _Scorer:
+    """Runs candidate profiles on (a subset of) the samples."""
+
+    def __init__(self, rec: Recording):
+        self.rec = rec
+        self.fout = resolve_format(rec.out_format)
+        self.d = rec.d.astype(np.int64)
+        self.nan = np.isnan(self._values(self.d))
+        self.count = 0
+
+    def _values(self, bits):
+        dt = {"fp32": (np.uint32, np.float32), "fp16": (np.uint16, np.float16)}[self.rec.out_format]
+        return bits.astype(dt[0]).view(dt[1]).astype(np.float64)
+
+    def bad(self, p: Profile, rows=slice(None)) -> np.ndarray:
+        """Indices (into ``rows``) of samples the profile does not reproduce."""
+        from .emulate.vectorized import fdpa_batch
+
+        self.count += 1
+        r = self.rec
+        try:
+            got = fdpa_batch(r.a[rows], r.b[rows], r.c[rows], p)
+        except ValueError:
+            return np.arange(len(r.a[rows]))
+        nan = np.isnan(got)
+        with np.errstate(all="ignore"):
+            bits = encode(np.where(nan, 0.0, got), self.fout).astype(np.int64)
+        ok = np.where(nan, self.nan[rows], (bits == self.d[rows]) & ~self.nan[rows])
+        return np.flatnonzero(~ok)
+
+
+def _divisors(K: int) -> list[int]:
+    return [L for L in (1, 2, 4, 8, 16, 32, 64) if K % L == 0 and L <= K]
+
+
+def _start(rec: Recording) -> Profile:
+    kw = {"operand_conversion": "truncate"} if rec.in_format == "tf32" else {}
+    L = max(_divisors(rec.K))
+    return Profile(name="fit", arch="unknown", in_format=rec.in_format,
+                   out_format=rec.out_format, block_size=L, k=rec.K, frac_bits=24,
+                   e_zero=_E_ZERO[rec.out_format],
+                   nan_bits=0x7FFF if rec.out_format == "fp16" else 0x7FFFFFFF, **kw)
+
+
+def _neighbours(p: Profile, rec: Recording) -> dict:
+    """parameter name -> list of (label, profile) single-parameter changes."""
+    out: dict = {}
+
+    def add(name, label, **kw):
+        try:
+            q = p.replace(**kw)
+        except ValueError:
+            return
+        if q != p:
+            out.setdefault(name, []).append((label, q))
+
+    for L in _divisors(rec.K):
+        add("block_size", L, block_size=L)
+    for F in range(3, 31):
+        if F + 2 + np.log2(p.block_size + 1) <= 53:
+            add("frac_bits", F, frac_bits=F)
+    for al in ("truncate", "floor", "nearest"):
+        add("alignment", al, alignment=al)
+    for ez in _E_ZERO_SEARCH:
+        add("e_zero", ez, e_zero=ez)
+    for step, outr in _STEPS[rec.out_format]:
+        add("rounding", f"{'-'.join(step)}" + (f" then {'-'.join(outr)}" if outr else ""),
+            step_rounding=step, output_rounding=outr)
+    for ce in ("first", "last"):
+        add("c_entry", ce, c_entry=ce)
+    for fl in (False, True):
+        add("flush_inputs", fl, flush_inputs=fl)
+        add("flush_outputs", fl, flush_outputs=fl)
+    if rec.in_format == "tf32":
+        for oc in ("truncate", "round"):
+            add("operand_conversion", oc, operand_conversion=oc)
+    return out
+
+
+def fit(rec: Recording, grid_samples: int = 256, progress=None,
+        use_presets: bool = True) -> FitResult:
+    """Search the profile space for profiles that reproduce ``rec`` (module docstring).
+
+    Args:
+        rec: the recording.
+        grid_samples: samples used to score the coarse grid.
+        progress: optional callback(done, total) for the grid.
+        use_presets: also start from the presets with the recording's formats (False: the
+            grid and the descent alone, as for a device no preset describes).
+
+    Returns:
+        FitResult (``exact`` when every sample is reproduced).
+    """
+    sc = _Scorer(rec)
+    head = slice(0, min(grid_samples, len(rec.a)))
+    seeds = []
+    for q in PRESETS.values() if use_presets else ():
+        if q.in_format == rec.in_format and q.out_format == rec.out_format:
+            L = min(q.block_size, rec.K)
+            k_order = q.k_order if q.k == rec.K else None
+            try:
+                seeds.append(q.replace(name="fit", status="experimental", evidence="",
+                                       block_size=L, k=rec.K, k_order=k_order))
+            except ValueError:
+                continue
+    best, best_bad = None, None
+    for q in seeds:  # a preset that already fits everything ends the search
+        if len(sc.bad(q)) == 0:
+            best, best_bad = q, 0
+            break
+    if best is None:
+        base = _start(rec)
+        grid = [base.replace(block_size=L, frac_bits=F, alignment=al, step_rounding=st,
+                             output_rounding=outr, c_entry=ce)
+                for L in _divisors(rec.K) for F in range(8, 29)
+                for al in ("truncate", "floor", "nearest") for st, outr in _STEPS[rec.out_format]
+                for ce in ("first", "last") if F + 2 + np.log2(L + 1) <= 53]
+        cands = seeds + grid
+        scored = []
+        for i, q in enumerate(cands):
+            scored.append((len(sc.bad(q, head)), i, q))
+            if progress:
+                progress(i + 1, len(cands))
+        scored.sort(key=lambda t: (t[0], t[1]))
+        for _, _, q in scored[:4]:
+            q, nbad = _descend(q, rec, sc)
+            if best is None or nbad < best_bad:
+                best, best_bad = q, nbad
+            if nbad == 0:
+                break
+    res = FitResult(best, len(rec.a) - best_bad, len(rec.a))
+    for name, opts in _neighbours(best, rec).items():
+        ok, seps = [], {}
+        if name == "e_zero" and best_bad == 0 and best.e_zero is not None:
+            opts = _e_zero_edges(best, opts, sc)
+        for label, q in opts:
+            bad = sc.bad(q, head)
+            if len(bad) == 0:
+                bad = sc.bad(q)
+            if len(bad) == best_bad and best_bad == 0:
+                ok.append(label)
+            elif len(bad):
+                seps[str(label)] = int(bad[0])
+        cur = _label(best, name)
+        res.consistent[name] = [cur, *ok] if best_bad == 0 else [cur]
+        if seps:
+            res.separating[name] = seps
+    res.evaluated = sc.count
+    return res
+
+
+def _e_zero_edges(best: Profile, opts, sc: "_Scorer"):
+    """The e_zero options worth running on all samples: None, and the two ends of the interval
+    of values around ``best.e_zero`` that reproduce everything, found by bisection (a zero
+    term's exponent only matters above the other terms', so the consistent values form an
+    interval), with the values just outside it."""
+    by = {label: q for label, q in opts}
+    fits = {best.e_zero: True}
+
+    def ok(v):
+        if v not in fits:
+            fits[v] = len(sc.bad(by[v])) == 0
+        return fits[v]
+
+    lo_end, hi_end = _E_ZERO_SEARCH[1], _E_ZERO_SEARCH[-1]
+    lo, hi = lo_end, best.e_zero  # smallest fitting value in [lo, hi]
+    if ok(lo):
+        hi = lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    first = hi
+    lo, hi = best.e_zero, hi_end  # largest fitting value in [lo, hi]
+    if ok(hi):
+        lo = hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    last = lo
+    keep = [None] + [v for v in range(first, last + 1)] + [first - 1, last + 1]
+    return [(v, by[v]) for v in keep if v in by]
+
+
+def _label(p: Profile, name: str):
+    if name == "rounding":
+        return "-".join(p.step_rounding) + (f" then {'-'.join(p.output_rounding)}"
+                                            if p.output_rounding else "")
+    return getattr(p, name)
+
+
+def _descend(p: Profile, rec: Recording, sc: _Scorer, rounds: int = 4):
+    """Coordinate descent on all samples: take any single change that reproduces more."""
+    nbad = len(sc.bad(p))
+    for _ in range(rounds):
+        improved = False
+        for _, opts in _neighbours(p, rec).items():
+            for _, q in opts:
+                if nbad == 0:
+                    return p, 0
+                n = len(sc.bad(q))
+                if n < nbad:
+                    p, nbad, improved = q, n, True
+        if not improved:
+            break
+    return p, nbad
+
+
+def profile_fields_changed(a: Profile, b: Profile) -> list[str]:
+    """Names of the arithmetic fields where two profiles differ (for reports and tests)."""
+    return [f.name for f in dataclasses.fields(Profile)
+            if f.name not in ("name", "arch", "status", "evidence")
+            and getattr(a, f.name) != getattr(b, f.name)]

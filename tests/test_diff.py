@@ -1,0 +1,93 @@
+"""fpscope diff: trees (reveal records) and profiles."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fpscope.cli import main
+from fpscope.diff import DiffError, Side, diff, diff_profiles, diff_trees
+from fpscope.formats import FP32, FP64
+from fpscope.profile import get_profile
+from fpscope.record import new_record, write_record
+from fpscope.replay import replay
+from fpscope.tree import SumTree
+
+
+def _record(path, tree, acc="fp32"):
+    rec = new_record("reveal", target={"name": "simulated.sum", "n": tree.n, "dtype": "fp32"},
+                     tree=tree.to_json(), probe={}, accumulator={"format": acc})
+    write_record(rec, path)
+    return str(path)
+
+
+def test_identical_trees_and_records(tmp_path):
+    t = SumTree.pairwise(32)
+    res = diff(_record(tmp_path / "a.json", t), _record(tmp_path / "b.json", t))
+    assert res.same and res.verdict == "identical"
+
+
+def test_different_trees_give_subtree_and_a_checked_witness():
+    a = Side("a", tree=SumTree.sequential(16), acc=FP32)
+    b = Side("b", tree=SumTree.pairwise(16), acc=FP32)
+    res = diff_trees(a, b)
+    assert res.verdict == "different tree" and not res.same
+    # the smallest node one tree has and the other lacks: (2+3) of the pairwise tree
+    assert sorted(res.subtree["leaves"]) == [2, 3]
+    w = res.witness["input"]
+    x = np.full(16, w["u"])
+    x[w["i"]], x[w["j"]] = w["M"], -w["M"]
+    assert replay(a.tree, x, FP32) != replay(b.tree, x, FP32)
+
+
+def test_smallest_subtree_is_local():
+    """Trees that differ only in the last four leaves report a 4-leaf subtree or smaller."""
+    left = SumTree.pairwise(8).to_json()
+    a = Side("a", tree=SumTree([left, [[8, 9], [10, 11]]]), acc=FP32)
+    b = Side("b", tree=SumTree([left, [[[8, 9], 10], 11]]), acc=FP32)
+    res = diff_trees(a, b)
+    assert set(res.subtree["leaves"]) <= {8, 9, 10, 11}
+    assert res.witness is not None
+
+
+def test_same_tree_other_accumulator():
+    t = SumTree.sequential(40)
+    res = diff_trees(Side("a", tree=t, acc=FP32), Side("b", tree=t, acc=FP64))
+    assert res.verdict == "same tree, different node arithmetic"
+    assert res.parameter == {"name": "accumulator", "a": "fp32", "b": "fp64"}
+    assert res.witness is not None and res.witness["a"] != res.witness["b"]
+
+
+def test_profiles():
+    same = diff_profiles(get_profile("ampere-fp16"), get_profile("ada-fp16"))
+    assert same.same and same.verdict == "same arithmetic"
+    res = diff_profiles(get_profile("ampere-fp16"), get_profile("hopper-fp16"), cases=1024)
+    assert not res.same and res.parameter["name"] == "block_size"
+    assert res.witness and res.witness["a"] != res.witness["b"]
+    other_k = diff_profiles(get_profile("volta-fp16"), get_profile("ampere-fp16"), cases=1024)
+    assert other_k.witness and "K = 16" in other_k.witness["how"]
+    fmts = diff_profiles(get_profile("ampere-fp16"), get_profile("ampere-bf16"))
+    assert fmts.witness is None and any("formats" in n for n in fmts.notes)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    t = SumTree.sequential(8)
+    a = _record(tmp_path / "a.json", t)
+    b = _record(tmp_path / "b.json", SumTree.pairwise(8))
+    assert main(["diff", a, a]) == 0
+    assert main(["diff", a, b]) == 1
+    capsys.readouterr()
+    assert main(["diff", a, b, "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "different tree" and data["witness"]
+    (tmp_path / "bad.json").write_text("{not json")
+    for args in ([a, "hopper-fp16"], [a, str(tmp_path / "missing.json")],
+                 [a, str(tmp_path / "bad.json")], ["hopper-fp16", "no-such-preset"]):
+        assert main(["diff", *args]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
+
+
+def test_tree_and_profile_cannot_be_compared(tmp_path):
+    with pytest.raises(DiffError, match="cannot compare"):
+        diff(_record(tmp_path / "a.json", SumTree.sequential(4)), "ampere-fp16")

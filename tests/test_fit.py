@@ -1,0 +1,91 @@
+"""fpscope fit: profiles from recorded (a, b, c, d) vectors."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpscope.cli import main
+from fpscope.emulate.vectorized import fdpa_batch
+from fpscope.fit import FitError, fit, load_recording
+from fpscope.formats import encode, round_to_format
+from fpscope.profile import PRESETS, Profile, resolve_format
+
+HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
+needs_hw = pytest.mark.skipif(not HW_ROOT.is_dir(), reason=f"recorded hardware vectors not "
+                              f"found ({HW_ROOT})")
+
+
+@needs_hw
+@pytest.mark.parametrize("gpu, folder, out", [
+    ("V100", "fp16", "fp32"), ("A100", "fp16", "fp16"), ("Ada", "E4M3", "fp16"),
+    ("H100", "E5M2", "fp32"), ("H100", "E4M3", "fp16"), ("A100", "tf32", "fp32")])
+def test_fit_reproduces_recorded_sets(gpu, folder, out):
+    """A subset in CI; scripts/fit_table.py runs all 22 sets (records/fit-hw-vectors.txt)."""
+    res = fit(load_recording(HW_ROOT / gpu / folder, out))
+    assert res.exact, res.to_text()
+
+
+@needs_hw
+@pytest.mark.parametrize("gpu, L", [("V100", 4), ("H100", 16)])
+def test_fit_without_presets_finds_the_block_size(gpu, L):
+    res = fit(load_recording(HW_ROOT / gpu / "fp16", "fp32"), use_presets=False)
+    assert res.exact and res.profile.block_size == L
+    assert res.consistent["block_size"] == [L]  # every other L is ruled out by some sample
+    assert res.separating["block_size"]
+
+
+def _npz(tmp_path, profile: Profile, n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    fin, fout = resolve_format(profile.in_format), resolve_format(profile.out_format)
+    a = round_to_format(rng.standard_normal((n, profile.k)) * 2.0 ** rng.integers(-6, 7, (n, profile.k)), fin)
+    b = round_to_format(rng.standard_normal((n, profile.k)), fin)
+    a[:, 1::2] = -a[:, 0::2]  # cancelling pairs expose the kept bits
+    b[:, 1::2] = b[:, 0::2] * (1 + 2.0 ** -rng.integers(3, 10, (n, profile.k // 2)))
+    b = round_to_format(b, fin)
+    c = round_to_format(rng.standard_normal(n) * 4, fout)
+    d = encode(fdpa_batch(a, b, c, profile), fout)
+    path = tmp_path / "rec.npz"
+    np.savez(path, a=a, b=b, c=c, d=d, in_format=profile.in_format,
+             out_format=profile.out_format)
+    return path
+
+
+def test_fit_an_unknown_device_from_npz(tmp_path):
+    """A device no preset describes: L = 4, F = 26, nearest alignment, fp32 RNE steps."""
+    dev = Profile(name="dev", arch="x", in_format="fp16", out_format="fp32", block_size=4,
+                  k=8, frac_bits=26, alignment="nearest", e_zero=-133,
+                  step_rounding=("fp32", "RNE"))
+    res = fit(load_recording(_npz(tmp_path, dev)), use_presets=False)
+    assert res.exact, res.to_text()
+    p = res.profile
+    assert (p.block_size, p.alignment, p.step_rounding) == (4, "nearest", ("fp32", "RNE"))
+    assert 26 in res.consistent["frac_bits"]
+
+
+def test_fit_reports_a_partial_match(tmp_path):
+    """Outputs no profile explains (every 7th bit pattern flipped): not exact, exit 1."""
+    path = _npz(tmp_path, PRESETS["ampere-fp16"].replace(k=8))
+    z = dict(np.load(path))
+    z["d"][::7] ^= 1
+    np.savez(path, **z)
+    res = fit(load_recording(path))
+    assert not res.exact and res.matched < res.total
+    assert main(["fit", str(path)]) == 1
+
+
+def test_bad_recordings(tmp_path, capsys):
+    np.savez(tmp_path / "a.npz", a=np.ones((3, 4)))
+    np.savez(tmp_path / "b.npz", a=np.ones((3, 4)), b=np.ones((3, 4)), c=np.ones(2),
+             d=np.ones(3, np.uint32), in_format="fp16", out_format="fp32")
+    np.savez(tmp_path / "c.npz", a=np.ones((3, 4)), b=np.ones((3, 4)), c=np.ones(3),
+             d=np.ones(3, np.uint32), in_format="fp64", out_format="fp32")
+    for name, msg in (("a.npz", "missing"), ("b.npz", "shapes"), ("c.npz", "not supported"),
+                      ("nope.npz", "not a hw-vectors")):
+        with pytest.raises(FitError, match=msg):
+            load_recording(tmp_path / name)
+        assert main(["fit", str(tmp_path / name)]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    (tmp_path / "p.json").write_text("mine")
+    rc = main(["fit", str(tmp_path / "b.npz"), "-o", str(tmp_path / "p.json")])
+    assert rc == 2 and (tmp_path / "p.json").read_text() == "mine"
