@@ -24,6 +24,7 @@ EPILOG_REVEAL = """examples:
   fpscope reveal mypkg.kernels:my_sum --n 32
   fpscope reveal numpy.sum --n 430 --dtype fp64 --sweep offset=0:64:8
   fpscope reveal torch.matmul --shape 1x1000x1000 --sweep rows=1,2,4,8,16,32,64
+  fpscope reveal "emulate.matmul[hopper-fp16]" --shape 2x64x2     a tensor-core GEMM, emulated
 """
 
 EPILOG_VERIFY = """examples:
@@ -32,9 +33,17 @@ EPILOG_VERIFY = """examples:
 """
 
 
+EPILOG_PROBE = """examples:
+  fpscope probe sim:ampere-fp16 --in-format fp16
+  fpscope probe sim:hopper-e4m3 --in-format fp8_e4m3fn --format json > probe.json
+  fpscope probe torch.matmul --in-format fp32 --cases 500
+  fpscope probe mypkg.kernels:mma --in-format fp16 --out-format fp32 --k 16 -o my_mma.json
+"""
+
+
 _MATRIX_TARGETS = {
     "numpy.matmul", "numpy.vecmat", "numpy.matvec", "numpy.einsum", "torch.mm", "torch.mv",
-    "torch.matmul", "jax.numpy.matmul",
+    "torch.matmul", "jax.numpy.matmul", "emulate.matmul",
 }
 
 
@@ -82,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "matrix ops 256")
     r.add_argument("--shape", help="operand shape: MxKxN for matmul, RxC for an axis reduction, KxN "
                    "for x @ A, MxK for A @ x")
-    r.add_argument("--dtype", default="fp32", help="fp64, fp32, fp16 or bf16 (default fp32)")
+    r.add_argument("--dtype", help="fp64, fp32, fp16 or bf16 (default fp32; emulate.matmul[P]: "
+                   "the preset's input format)")
     r.add_argument("--layout", default="C", choices=["C", "F", "strided"], help="memory layout")
     r.add_argument("--offset", type=int, default=0, help="byte offset of the input buffer from a "
                    "64-byte boundary (default 0)")
@@ -119,6 +129,34 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=1)
     v.add_argument("--format", default="text", choices=["text", "json"])
 
+    pb = sub.add_parser(
+        "probe",
+        help="infer the node arithmetic of a matrix op (block size, F, rounding, ...)",
+        description="Infer the node arithmetic of TARGET, an operation D = op(A, B, C) (a "
+        "matrix-unit instruction or a GEMM), with crafted probes: determinism, block structure, "
+        "kept bits F, alignment, step rounding, specials, subnormals, e_zero, tf32 operand "
+        "conversion. The profile found is then validated bit for bit against the op on random "
+        "inputs (--cases). Exit code 1 if the op does not fit a fused-block model or the "
+        "validation finds a mismatch.",
+        epilog=EPILOG_PROBE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pb.add_argument("target", help="sim:PRESET (a simulated preset, see 'fpscope profiles'), "
+                    "torch.matmul (CUDA when available; torch.matmul:cpu to force the CPU), or "
+                    "package.module:function, a callable (A, B, C) -> D of float64 arrays")
+    pb.add_argument("--in-format", required=True, help="format of A and B (fp16, bf16, tf32, "
+                    "fp8_e4m3fn, fp32, ...)")
+    pb.add_argument("--out-format", help="format of C and D (default: the target's; callables: "
+                    "fp32)")
+    pb.add_argument("--k", type=int, help="K of the probe calls for targets that take any K "
+                    "(default 32); a callable with a fixed K needs its K here")
+    pb.add_argument("--cases", type=int, default=2000,
+                    help="random outputs of the closed-loop validation (default 2000; 0 skips)")
+    pb.add_argument("--seed", type=int, default=0)
+    pb.add_argument("--format", default="text", choices=["text", "json"],
+                    help="print the report as text (default) or JSON")
+    pb.add_argument("-o", "--output", help="write the profile found (fpscope.profile/1 JSON) "
+                    "to this file")
+    pb.add_argument("--force", action="store_true", help="replace an existing -o file")
+
     sub.add_parser("targets", help="list the built-in target names",
                    description="List the built-in target names.")
 
@@ -130,6 +168,45 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  fpscope profiles\n  fpscope profiles --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("--format", default="text", choices=["text", "json"])
+
+    ft = sub.add_parser(
+        "fit", help="find the profiles that reproduce recorded (a, b, c, d) vectors",
+        description="Search the profile space for the node arithmetic that reproduces every "
+        "recorded output bit of one instruction. RECORDING is a folder in the hw-vectors layout "
+        "(<GPU>/<format>/a_..., b_..., c_..._fp32.txt, d_..._<out>.txt) or an .npz file with "
+        "arrays a (n, K), b (n, K), c (n,), d (n,) output bit patterns, and 0-d strings "
+        "in_format and out_format. Exit 0 when a profile reproduces every sample, 1 when none "
+        "does, 2 on bad input.",
+        epilog="examples:\n  fpscope fit ../shared/data/hw-vectors/H100/fp16 -o h100.json\n"
+        "  fpscope fit ../shared/data/hw-vectors/A100/fp16 --out fp16 --no-presets\n"
+        "  fpscope fit my_device.npz --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ft.add_argument("recording", help="hw-vectors folder or .npz file")
+    ft.add_argument("--out", choices=["fp32", "fp16"], help="which recorded output of a folder "
+                    "to fit (default fp32 where recorded)")
+    ft.add_argument("--no-presets", action="store_true", help="do not start from the presets "
+                    "(search the grid as for an unknown device)")
+    ft.add_argument("--format", default="text", choices=["text", "json"])
+    ft.add_argument("-o", "--output", help="write the best profile (JSON) here")
+    ft.add_argument("--force", action="store_true", help="replace an existing output file")
+
+    df = sub.add_parser(
+        "diff", help="compare two trees (reveal records) or two profiles",
+        description="Compare A and B: reveal records (tree and node arithmetic), bare tree JSON "
+        "files, profile JSON files or preset names. Prints the verdict, the smallest differing "
+        "subtree, the first differing parameter and an input that gives different output bits "
+        "under the two (checked by replay or by the emulator). Exit 0 when they agree, 1 when "
+        "they differ, 2 on bad input.",
+        epilog="examples:\n  fpscope reveal numpy.sum --n 64 --record a.json\n"
+        "  OPENBLAS_NUM_THREADS=1 fpscope reveal numpy.sum --n 64 --record b.json\n"
+        "  fpscope diff a.json b.json\n  fpscope diff ampere-fp16 hopper-fp16 --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    df.add_argument("a", help="reveal record, tree JSON, profile JSON or preset name")
+    df.add_argument("b", help="the same kinds as A")
+    df.add_argument("--format", default="text", choices=["text", "json"])
+    df.add_argument("--cases", type=int, default=4096,
+                    help="random cases searched for a witness of two profiles (default 4096)")
+    df.add_argument("--seed", type=int, default=0)
 
     em = sub.add_parser(
         "emulate", help="run a GEMM with a matrix unit's arithmetic on the CPU",
@@ -149,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("-o", "--output", required=True, help="where to write D (.npy)")
     em.add_argument("--pad", action="store_true", help="pad K with zero products up to a "
                     "multiple of the instruction's k (not always equal to a shorter dot product)")
+    em.add_argument("--engine", default="auto", choices=["auto", "numba", "numpy"],
+                    help="numba: compiled tiled kernel; numpy: vectorised engine; auto (default): "
+                    "numba for large GEMMs whose profile it runs (same bits either way)")
+    em.add_argument("--threads", type=int, help="threads of the numba engine (default: all cores)")
+    em.add_argument("--alpha", type=float, default=1.0, help="epilogue scale (an fp32 value): "
+                    "D = round(alpha * acc), through fp32 (default 1)")
+    em.add_argument("--out-format", choices=["fp32", "fp16", "bf16"], help="epilogue output "
+                    "type (rounded through fp32, as cuBLAS does; bf16 is stored as float32)")
     em.add_argument("--force", action="store_true", help="replace an existing output file")
     return p
 
@@ -496,7 +581,7 @@ def _write_text(console, record: dict, tree, args) -> None:
 
 
 def cmd_verify(args) -> int:
-    from .record import load_record
+    from .record import load_record, record_arithmetic
     from .targets import make_target
     from .tree import SumTree
     from .verify import verify
@@ -523,7 +608,7 @@ def cmd_verify(args) -> int:
         tree = SumTree.from_json(rec["tree"])
         if tree.n != target.n:
             raise UsageError(f"{args.record}: the tree has {tree.n} leaves but the target has {target.n}")
-        acc_fmt, node_formats = _record_arithmetic(rec, target)
+        acc_fmt, node_formats = record_arithmetic(rec, target.in_format)
         checks = (rec.get("probe") or {}).get("checks") or {}
         shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
         rep = verify(target, tree, acc_fmt, samples=args.samples, seed=args.seed,
@@ -543,21 +628,6 @@ def cmd_verify(args) -> int:
     return 0 if rep["bit_exact"] else 1
 
 
-def _record_arithmetic(rec: dict, target):
-    """(accumulator Format, per-node Formats or None) from a record's "accumulator" object."""
-    from .formats import get_format
-    from .probes.accumulator import expand_run_lengths
-
-    acc = rec.get("accumulator") or {}
-    if not isinstance(acc, dict):
-        raise UsageError('the record\'s "accumulator" must be an object')
-    runs = acc.get("node_formats")
-    if runs:
-        fmts = [get_format(f) for f in expand_run_lengths(runs)]
-        return min(fmts, key=lambda f: f.p), fmts
-    return (get_format(acc["format"]) if acc.get("format") else target.in_format), None
-
-
 def cmd_profiles(args) -> int:
     from .profile import PRESETS
 
@@ -565,16 +635,23 @@ def cmd_profiles(args) -> int:
         sys.stdout.write(json.dumps({k: json.loads(p.to_json()) for k, p in PRESETS.items()},
                                     indent=2) + "\n")
         return 0
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="matrix-unit presets")
-    for col in ("name", "inputs", "output", "products", "F", "step rounding", "status", "evidence"):
-        table.add_column(col)
+    table = Table(title="matrix-unit presets", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1), collapse_padding=True)
+    # names are never cut or folded (they are what --profile takes); evidence wraps instead
+    table.add_column("name", no_wrap=True, min_width=max(len(n) for n in PRESETS))
+    for col in ("inputs", "output", "products", "F", "step", "status"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("evidence (hw-vectors)", min_width=26)
     for p in PRESETS.values():
         steps = p.k // p.block_size
         shape = f"{p.block_size}" + (f" x {steps}" if steps > 1 else "")
-        table.add_row(p.name, p.in_format, p.out_format, shape, str(p.frac_bits),
-                      " ".join(p.step_rounding), p.status, escape(p.evidence or "-"))
+        table.add_row(p.name, p.in_format, p.out_format, shape,
+                      "exact" if p.lossless else str(p.frac_bits),
+                      " ".join(p.step_rounding), p.status,
+                      escape(p.evidence.removeprefix("hw-vectors ").replace(": ", " ") or "-"))
     _console().print(table)
     return 0
 
@@ -627,24 +704,112 @@ def cmd_emulate(args) -> int:
     B = _load_matrix(args.b, "B")
     C = _load_matrix(args.c, "C") if args.c else None
     try:
-        D = matmul(A, B, C, profile=profile, pad=args.pad)
+        D = matmul(A, B, C, profile=profile, pad=args.pad, engine=args.engine,
+                   threads=args.threads, alpha=args.alpha, out_format=args.out_format)
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[0]) from None
-    dtype = {"fp32": np.float32, "fp16": np.float16}.get(profile.out_format, np.float64)
+    out_name = args.out_format or profile.out_format
+    dtype = {"fp32": np.float32, "fp16": np.float16, "bf16": np.float32}.get(out_name,
+                                                                              np.float64)
     with open(out, "wb") as fh:
         np.save(fh, D.astype(dtype))  # D holds values of the output format: the cast is exact
     if profile.status != "validated":
         print(f"fpscope: note: profile {profile.name} is experimental (not validated on hardware)",
               file=sys.stderr)
-    print(f"D ({D.shape[0]} x {D.shape[1]}, {profile.out_format}) written to {out}", file=sys.stderr)
+    print(f"D ({D.shape[0]} x {D.shape[1]}, {out_name}) written to {out}", file=sys.stderr)
     return 0
+
+
+def cmd_probe(args) -> int:
+    from pathlib import Path
+
+    from .probes.blackbox import make_matrix_target
+    from .probes.driver import probe
+
+    if args.cases < 0:
+        raise UsageError(f"--cases must be 0 or more, got {args.cases}")
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"--k must be at least 1, got {args.k}")
+    if args.output and Path(args.output).exists() and not args.force:
+        raise UsageError(f"{args.output} exists; choose another name or pass --force to replace it")
+    from .profile import resolve_format
+
+    for what, name in (("--in-format", args.in_format), ("--out-format", args.out_format)):
+        if name is not None:
+            try:
+                resolve_format(name)
+            except ValueError as exc:
+                raise UsageError(f"{what}: {exc}") from None
+    target = make_matrix_target(args.target, args.in_format, args.out_format, k=args.k)
+    rep = probe(target, args.in_format, args.out_format, k=args.k, cases=args.cases,
+                seed=args.seed)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rep.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(rep.to_text())
+    if args.output:
+        if rep.profile is None:
+            print(f"fpscope: no profile to write to {args.output}: the op does not fit a "
+                  f"fused-block model", file=sys.stderr)
+        else:
+            Path(args.output).write_text(rep.profile.to_json() + "\n", encoding="utf-8")
+            print(f"profile written to {args.output}", file=sys.stderr)
+    return 0 if rep.fits else 1
+
+
+def cmd_fit(args) -> int:
+    from pathlib import Path
+
+    from .fit import FitError, fit, load_recording
+
+    out = Path(args.output) if args.output else None
+    if out is not None and out.exists() and not args.force:
+        raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+    try:
+        rec = load_recording(args.recording, args.out)
+    except FitError as exc:
+        raise UsageError(str(exc)) from None
+    res = fit(rec, use_presets=not args.no_presets)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(res.to_dict(), indent=2) + "\n")
+    else:
+        print(f"{rec.source}: {len(rec.a)} samples of {rec.K} products, {rec.in_format} -> "
+              f"{rec.out_format}")
+        print(res.to_text())
+    if out is not None:
+        from .record import write_record
+
+        write_record(res.profile.replace(evidence=f"fpscope fit: {res.matched}/{res.total} of "
+                                                  f"{rec.source}").to_dict(), out,
+                     overwrite=args.force)
+        print(f"profile written to {out}", file=sys.stderr)
+    return 0 if res.exact else 1
+
+
+def cmd_diff(args) -> int:
+    from .diff import DiffError, diff
+
+    if args.cases < 1:
+        raise UsageError(f"--cases must be at least 1, got {args.cases}")
+    try:
+        res = diff(args.a, args.b, cases=args.cases, seed=args.seed)
+    except DiffError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        sys.stdout.write(json.dumps(res.to_dict(), indent=2, default=str) + "\n")
+    else:
+        print(res.to_text())
+    return 0 if res.same else 1
 
 
 def cmd_targets(args) -> int:
     from .targets import list_targets
 
     for name in list_targets():
-        print(name + ("[SUBSCRIPTS]   e.g. numpy.einsum[ij,jk->ik]; default i,i->" if name == "numpy.einsum" else ""))
+        hint = {"numpy.einsum": "[SUBSCRIPTS]   e.g. numpy.einsum[ij,jk->ik]; default i,i->",
+                "emulate.matmul": "[PRESET]    a GEMM on the matrix-unit emulator, e.g. "
+                                  "emulate.matmul[hopper-fp16] (fpscope profiles)"}
+        print(name + hint.get(name, ""))
     print("package.module:function        any callable: 1-D array -> scalar (imported from the current folder)")
     print("path/to/file.py:function       the same, from a file")
     return 0
@@ -657,13 +822,15 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     from .masks import MaskError
+    from .probes.blackbox import ProbeError
     from .record import RecordError
     from .reveal import RevealError
     from .targets.base import TargetError
     from .tree import TreeError
 
     handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets,
-                "profiles": cmd_profiles, "emulate": cmd_emulate}
+                "profiles": cmd_profiles, "emulate": cmd_emulate, "probe": cmd_probe,
+                "diff": cmd_diff, "fit": cmd_fit}
     from .render import RenderError
 
     try:
@@ -677,7 +844,8 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # e.g. piped into head: not an error of the op
         sys.stderr.close()
         return 0
-    except (UsageError, TargetError, MaskError, RecordError, TreeError, RenderError) as exc:
+    except (UsageError, TargetError, MaskError, RecordError, TreeError, RenderError,
+            ProbeError) as exc:
         print(f"fpscope: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:  # e.g. unknown format names from formats.get_format

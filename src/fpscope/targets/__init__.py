@@ -25,7 +25,11 @@ _MODULES = {
     **{n: ".torch_targets" for n in ("torch.sum", "torch.dot", "torch.mv", "torch.mm",
                                       "torch.matmul")},
     **{n: ".jax_targets" for n in ("jax.numpy.sum", "jax.numpy.dot", "jax.numpy.matmul")},
+    "emulate.matmul": ".simulated",
 }
+
+#: targets that take a bracketed argument: einsum subscripts, the preset of an emulated GEMM
+_BRACKETED = ("numpy.einsum", "emulate.matmul")
 
 #: short spellings accepted for the library prefix
 _PREFIXES = {"np.": "numpy.", "jnp.": "jax.numpy."}
@@ -35,7 +39,8 @@ def list_targets() -> list[str]:
     """Names of the built-in targets, whether or not torch / jax is installed.
 
     ``numpy.einsum`` takes its subscripts in brackets (``numpy.einsum[ij,jk->ik]``; default
-    ``i,i->``). Any user function is a target too: ``package.module:function`` or
+    ``i,i->``); ``emulate.matmul`` a preset (``emulate.matmul[hopper-fp16]``: the matrix-unit
+    emulator as a black box). Any user function is a target too: ``package.module:function`` or
     ``path/to/file.py:function``.
     """
     return list(_MODULES)
@@ -49,8 +54,8 @@ def _split_name(name: str) -> tuple[str, str | None]:
     for short, full in _PREFIXES.items():
         if base.startswith(short):
             base = full + base[len(short):]
-    if subscripts is not None and base != "numpy.einsum":
-        raise TargetError(f"only numpy.einsum takes [subscripts], got {name!r}")
+    if subscripts is not None and base not in _BRACKETED:
+        raise TargetError(f"only {' and '.join(_BRACKETED)} take [...], got {name!r}")
     return base, subscripts
 
 
@@ -59,7 +64,7 @@ def make_target(
     *,
     n: int | None = None,
     shape: tuple[int, ...] | None = None,
-    dtype: str = "fp32",
+    dtype: str | None = None,
     layout: str = "C",
     offset: int = 0,
     threads: int | None = None,
@@ -82,7 +87,8 @@ def make_target(
             ``numpy.matvec`` and ``torch.mv``; (R, C) for ``numpy.add.reduce``; (length,) for
             ``numpy.cumsum``.
         dtype: input format "fp64", "fp32", "fp16" or "bf16" (aliases as in
-            :func:`fpscope.formats.get_format`).
+            :func:`fpscope.formats.get_format`); None: fp32 (``emulate.matmul``: the preset's
+            input format).
         layout: "C", "F" (2-D operands; a 1-D array is both) or "strided" (a view with a stride
             of 2 elements along the last axis) for every probed operand (numpy, torch CPU,
             callables).
@@ -104,6 +110,8 @@ def make_target(
     """
     if not isinstance(name, str) or not name.strip():
         raise TargetError(f"target name must be a non-empty string, got {name!r}")
+    if dtype is None:
+        dtype = _default_dtype(name)
     if ":" in name and "[" not in name:
         from . import callable as user
 
@@ -121,7 +129,7 @@ def make_target(
     cond = conditions(base, dtype, layout, offset, threads)
     module = importlib.import_module(_MODULES[base], __name__)
     options = dict(n=n, shape=shape, cond=cond, axis=axis, index=index)
-    if base == "numpy.einsum":
+    if base in _BRACKETED:
         options["subscripts"] = subscripts
     if module.__name__.endswith("numpy_targets"):
         if device not in (None, "cpu"):
@@ -132,3 +140,13 @@ def make_target(
         return module.build(base, **options)
     except MemoryError:
         raise TargetError(f"{base}: not enough memory for shape {shape or n}") from None
+
+
+def _default_dtype(name: str) -> str:
+    """fp32, or the preset's input format for ``emulate.matmul[PRESET]``."""
+    from ..profile import PRESETS
+
+    base, _, rest = name.strip().partition("[")
+    if base == "emulate.matmul" and rest[:-1] in PRESETS:
+        return PRESETS[rest[:-1]].in_format
+    return "fp32"

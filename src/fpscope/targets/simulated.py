@@ -11,7 +11,7 @@ import numpy as np
 from ..formats import FP32, Format
 from ..replay import replay
 from ..tree import SumTree
-from .base import Target
+from .base import Target, TargetError
 
 
 class SimulatedSum(Target):
@@ -104,3 +104,85 @@ class SimulatedMatmul(Target):
     def spec(self) -> dict:
         return {"name": self.name, "n": self.n, "dtype": self.in_format.name,
                 "shape": [self.max_rows, self.n, self.max_cols]}
+
+
+class EmulatedMatmul(Target):
+    """``D = A @ B`` computed by the matrix-unit emulator (:func:`fpscope.emulate.matmul`) with
+    a preset's arithmetic: a tensor-core GEMM as a black box for the reveal machinery, whose
+    tree shows the preset's fused nodes (e.g. fan-in 17 on Hopper fp16: 16 products plus the
+    running sum).
+
+    Args:
+        profile: a :class:`fpscope.profile.Profile` with fp16 or bf16 inputs.
+        dims: (M, K, N); K a multiple of ``profile.k``.
+
+    Raises:
+        TargetError: another input format, or K not a multiple of the instruction's k.
+    """
+
+    is_matrix = True
+
+    def __init__(self, profile, dims: tuple[int, int, int]):
+        from ..formats import FORMATS
+        from ..profile import resolve_format
+
+        m, k, n = dims
+        if profile.in_format not in ("fp16", "bf16"):
+            raise TargetError(f"emulate.matmul[{profile.name}]: revealing needs fp16 or bf16 "
+                              f"inputs, the preset takes {profile.in_format}")
+        if k % profile.k:
+            raise TargetError(f"emulate.matmul[{profile.name}]: K = {k} is not a multiple of "
+                              f"the instruction's k = {profile.k}")
+        out = resolve_format(profile.out_format)
+        super().__init__(k, FORMATS[profile.in_format], FORMATS.get(out.name, out))
+        self.profile = profile
+        self.name = f"emulate.matmul[{profile.name}]"
+        self.max_rows, self.max_cols = m, n
+
+    def _gemm(self, A, B) -> np.ndarray:
+        from ..emulate import matmul
+
+        return matmul(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64),
+                      profile=self.profile)
+
+    def evaluate(self, X) -> np.ndarray:
+        X = self._check(X)
+        self.calls += X.shape[0]
+        return self._gemm(X, np.ones((self.n, 1)))[:, 0]
+
+    def _call_one(self, x) -> float:
+        return float(self._gemm(np.asarray(x)[None, :], np.ones((self.n, 1)))[0, 0])
+
+    def evaluate_outer(self, P, Q) -> np.ndarray:
+        self.calls += 1
+        return self._gemm(self.as_storage(P), self.as_storage(Q))
+
+    def spec(self) -> dict:
+        return {"name": self.name, "n": self.n, "dtype": self.in_format.name,
+                "out_dtype": self.out_format.name,
+                "shape": [self.max_rows, self.n, self.max_cols]}
+
+
+def build(name: str, *, n, shape, cond, axis, index, device=None, subscripts=None) -> Target:
+    """Build ``emulate.matmul[PRESET]`` (``subscripts`` holds PRESET); see EmulatedMatmul.
+
+    Raises:
+        TargetError: unknown preset, a dtype other than the preset's input format, options the
+            target does not take, bad sizes.
+    """
+    from ..profile import PRESETS
+    from ._options import matrix_dims, refuse
+
+    refuse(name, axis=axis, index=index)
+    if device not in (None, "cpu"):
+        raise TargetError(f"{name} runs on the CPU only, got device {device!r}")
+    if cond.layout != "C" or cond.offset or cond.threads is not None:
+        raise TargetError(f"{name} takes no --layout, --offset or --threads")
+    if not subscripts or subscripts not in PRESETS:
+        raise TargetError(f"{name} needs a preset in brackets, e.g. emulate.matmul[hopper-fp16]; "
+                          f"known: {', '.join(PRESETS)}")
+    profile = PRESETS[subscripts]
+    if cond.fmt.name != profile.in_format:
+        raise TargetError(f"emulate.matmul[{subscripts}] takes {profile.in_format} inputs, "
+                          f"not {cond.fmt.name}")
+    return EmulatedMatmul(profile, matrix_dims(name, n, shape, True, True))
