@@ -63,7 +63,7 @@ def _sum_round_to_odd(a, b):
     return np.int64(hb + step).view(np.float64) if fix else hi
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut(y, align):
     if align == 0:
         return np.trunc(y)
@@ -149,6 +149,21 @@ def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
         kk += 1
 
 
+@njit(cache=True)
+def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
+    """run[:w] = rho((acc + ct) * 2^lsb): one loop per rounding mode, so that each compiles
+    with its mode as a constant."""
+    if mode == 1:
+        for j in range(w):
+            run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, 1, tiny, big)
+    elif mode == 0:
+        for j in range(w):
+            run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, 0, tiny, big)
+    else:
+        for j in range(w):
+            run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, mode, tiny, big)
+
+
 @njit(parallel=True, cache=True)
 def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
                 has_out, outr, flush_in, max_scale, T, MI, W):
@@ -213,9 +228,7 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
                             for j in range(w):
                                 ct[j] += acc[j]
                                 acc[j] = 0
-                    for j in range(w):
-                        run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j],
-                                        sp, sq, smf, smode, stiny, sbig)
+                    _finish(run, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
                 if c_last:  # d = rho(d + c), one rounding
                     for j in range(w):
                         run[j] = _round(_sum_round_to_odd(run[j], D[i, j0 + j]),
