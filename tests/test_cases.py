@@ -373,3 +373,81 @@ def placed_rows_like(data: np.ndarray, layout: str, offset: int):
         a = placed_zeros(row.shape, row.dtype, layout, offset)
         a[...] = row
         yield a
+
+
+# -- C6: bf16 matmul accumulating in bf16 ------------------------------------------------------
+
+def test_c6_bf16_running_sum_of_ones_stalls_at_256():
+    """A bf16 accumulator stalls at 256 (257 is a tie that rounds to 256); fp32 reaches 1024.
+    Both the tree replay and the matrix-unit emulator (a chain of one-product steps) show it."""
+    from fpscope.emulate import matmul
+    from fpscope.formats import BF16
+    from fpscope.profile import Profile
+
+    ones = np.ones(1024)
+    chain = SumTree.sequential(1024)
+    assert float(replay(chain, ones, BF16)) == 256.0
+    assert float(replay(chain, ones, FP32)) == 1024.0
+    bf16_chain = Profile(name="bf16-chain", arch="cpu", in_format="bf16", out_format="bf16",
+                         block_size=1, k=1, frac_bits=50, e_zero=None,
+                         step_rounding=("bf16", "RNE"))
+    fp32_chain = bf16_chain.replace(out_format="fp32", step_rounding=("fp32", "RNE"))
+    A = np.ones((2, 1024))
+    assert (matmul(A, A.T, profile=bf16_chain) == 256.0).all()
+    assert (matmul(A, A.T, profile=fp32_chain) == 1024.0).all()
+
+
+def test_c6_reveal_reports_the_accumulator_of_a_bf16_sum():
+    """The reveal reports the accumulator format with the tree (here numpy's fp32 for bf16
+    inputs would need ml_dtypes; torch CPU bf16 sum is the library case)."""
+    pytest.importorskip("torch")
+    target = make_target("torch.sum", n=64, dtype="bf16")
+    try:
+        result = reveal(target, replay_samples=8)
+    finally:
+        target.close()
+    acc = result.accumulator
+    assert acc["observable"] and acc["precision_bits"] in (8, 24), acc
+
+
+# -- C8: split-K with low-precision partial sums -----------------------------------------------
+
+@pytest.mark.parametrize("S, fmt", [(2, "bf16"), (4, "bf16"), (2, "fp16"), (2, None),
+                                    (4, None)])
+def test_c8_split_k_partial_format_is_revealed_by_a_half_and_half_input(S, fmt):
+    """First half of K at +x, second half at -x with one product -x + eps (x = 1, eps = 2^-7):
+    the last slice's partial sum is -K/S + eps; rounded to a bf16 or fp16 partial-sum format
+    it loses eps (below half an ulp of K/S there), kept in fp32 it survives (case C8)."""
+    from fpscope.emulate import matmul
+    from fpscope.profile import get_profile
+
+    p = get_profile("hopper-bf16").replace(split_k=S, split_k_format=fmt)
+    K, eps = 64, 2.0 ** -7
+    A = np.ones((1, K))
+    B = np.ones((K, 1))
+    B[K // 2:] = -1.0
+    B[-1] = -1.0 + eps  # 0.9921875 is a bf16 value
+    d = matmul(A, B, profile=p)[0, 0]
+    assert d == (0.0 if fmt else eps)
+
+
+# -- C9 / C10: fp8 accumulation keeps 13 fraction bits on Ada/Hopper, 25 on Blackwell tcgen05 --
+
+@pytest.mark.parametrize("preset, kept", [("ada-e4m3", 13), ("hopper-e4m3", 13),
+                                          ("blackwell-tcgen05-e4m3", 25)])
+def test_c9_c10_fp8_accumulator_width(preset, kept):
+    from fpscope.emulate import matmul
+    from fpscope.profile import get_profile
+
+    p = get_profile(preset)
+    K = p.k
+    # (a) A = B = 0, C = 1 + 2^-20: a 13-bit accumulator returns 1.0, a 25-bit one returns C
+    c = 1.0 + 2.0 ** -20
+    d = matmul(np.zeros((1, K)), np.zeros((K, 1)), np.array([[c]]), profile=p)[0, 0]
+    assert d == (1.0 if kept == 13 else c)
+    # (b) products 448 * 1 and 2^-6 * 2^-3: fp32 gives 448.001953125, 13 bits give 448.0
+    A = np.zeros((1, K))
+    B = np.zeros((K, 1))
+    A[0, 0], B[0, 0], A[0, 1], B[1, 0] = 448.0, 1.0, 2.0 ** -6, 2.0 ** -3
+    d = matmul(A, B, profile=p)[0, 0]
+    assert d == (448.0 if kept == 13 else 448.001953125)

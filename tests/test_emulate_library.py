@@ -38,7 +38,8 @@ def _slow(A, B, C, p):
     """The definition, one output at a time (library.py's docstring)."""
     M, K = A.shape
     N = B.shape[1]
-    inner = p.replace(split_k=1, split_k_order="serial", promotion_interval=None)
+    inner = p.replace(split_k=1, split_k_order="serial", split_k_format=None,
+                      promotion_interval=None)
     fout = resolve_format(p.out_format)
     width = K // p.split_k
     step = p.promotion_interval or width
@@ -65,6 +66,9 @@ def _slow(A, B, C, p):
             if p.split_k == 1:
                 D[m, n] = parts[0]
                 continue
+            if p.split_k_format:
+                parts = [_round_rational(Fraction(x), get_format(p.split_k_format))
+                         for x in parts]
             if p.split_k_order == "serial":
                 tot = parts[0]
                 for x in parts[1:]:
@@ -92,6 +96,7 @@ def _data(rng, p, M, K, N):
     ("ampere-fp16", {"split_k": 3}),
     ("ampere-fp16", {"split_k": 5, "split_k_order": "pairwise"}),
     ("hopper-fp16-fp16out", {"split_k": 2, "split_k_order": "pairwise"}),
+    ("hopper-bf16", {"split_k": 4, "split_k_format": "bf16"}),
 ])
 @pytest.mark.parametrize("engine", ["numpy", "numba"])
 def test_library_level_equals_the_definition(preset, kw, engine):

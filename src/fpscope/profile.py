@@ -90,9 +90,11 @@ class Profile:
             fp8 ``mma.sync ... .f16`` outputs: emulated as two fp16 HMMA k16 steps then an add).
         split_k: library level (a whole GEMM, :mod:`fpscope.emulate.library`): K is cut into
             this many equal contiguous slices, each a chain of instructions from +0; their
-            results (in the output format) are added up in ``split_k_order`` ("serial":
-            ``((p0 + p1) + p2) ...``; "pairwise": a balanced tree), each addition rounded to
-            nearest-even in the output format, and C is added last.
+            results, rounded to nearest-even to ``split_k_format`` (None: kept in the output
+            format; "bf16"/"fp16": low-precision partial sums, case C8), are added up in
+            ``split_k_order`` ("serial": ``((p0 + p1) + p2) ...``; "pairwise": a balanced
+            tree), each addition rounded to nearest-even in the output format, and C is added
+            last.
         promotion_interval: library level: every this many products of K (a multiple of k) the
             instruction chain restarts from +0 and its result is added to a register
             accumulator in the output format, rounded to nearest-even (FP8 GEMMs without "fast
@@ -121,6 +123,7 @@ class Profile:
     c_entry: str = "first"
     split_k: int = 1
     split_k_order: str = "serial"
+    split_k_format: str | None = None
     promotion_interval: int | None = None
     status: str = "experimental"
     evidence: str = ""
@@ -163,6 +166,8 @@ class Profile:
             raise ValueError(f"unknown c_entry {self.c_entry!r}; known: {C_ENTRIES}")
         if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or self.split_k < 1:
             raise ValueError(f"split_k must be a positive integer, not {self.split_k!r}")
+        if self.split_k_format is not None:
+            resolve_format(self.split_k_format)
         if self.split_k_order not in SPLIT_K_ORDERS:
             raise ValueError(f"unknown split_k_order {self.split_k_order!r}; known: "
                              f"{SPLIT_K_ORDERS}")

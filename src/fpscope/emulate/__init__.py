@@ -60,8 +60,7 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     A, B, C = vectorized.prepare(A, B, C, profile, pad)
     layered = library.has_library_level(profile)
-    why = kernel.unsupported(profile.replace(split_k=1, split_k_order="serial",
-                                             promotion_interval=None))
+    why = kernel.unsupported(library.instruction_level(profile))
     if engine == "auto":
         big = A.shape[0] * A.shape[1] * B.shape[1] >= AUTO_NUMBA_FROM
         engine = "numba" if big and why is None and _have_numba() else "numpy"

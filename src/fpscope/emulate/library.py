@@ -7,7 +7,8 @@ An engine computes one *chain*: K walked in k-chunks, each instruction's d the n
 * ``promotion_interval`` P: the chain restarts from +0 every P products and its result is added
   to a register accumulator (FP8 GEMMs without fast accumulation: P = 128);
 * ``split_k`` S: K is cut into S equal contiguous slices computed independently from +0; their
-  results are added up serially or pairwise, then C is added;
+  results (rounded to ``split_k_format`` where given) are added up serially or pairwise, then
+  C is added;
 * the epilogue: ``alpha * acc`` rounded to fp32, then to the output type (through fp32 for
   fp16/bf16 outputs, a double rounding as cuBLAS does).
 
@@ -29,9 +30,15 @@ from ..formats import (
 )
 from ..profile import Profile, resolve_format
 
-__all__ = ["epilogue", "has_library_level", "library_gemm"]
+__all__ = ["epilogue", "has_library_level", "instruction_level", "library_gemm"]
 
-_PLAIN = {"split_k": 1, "split_k_order": "serial", "promotion_interval": None}
+_PLAIN = {"split_k": 1, "split_k_order": "serial", "split_k_format": None,
+          "promotion_interval": None}
+
+
+def instruction_level(profile: Profile) -> Profile:
+    """The profile without its library-level fields (one instruction chain)."""
+    return profile.replace(**_PLAIN)
 
 
 def has_library_level(profile: Profile) -> bool:
@@ -58,7 +65,7 @@ def library_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile, 
     Raises:
         ValueError: K is not a multiple of ``split_k * k``.
     """
-    inner = profile.replace(**_PLAIN)
+    inner = instruction_level(profile)
     K = A.shape[1]
     S, k = profile.split_k, profile.k
     if K % (S * k):
@@ -82,6 +89,9 @@ def library_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile, 
         return one_slice(0, C)
     zeros = np.zeros_like(C)
     parts = [one_slice(s * width, zeros) for s in range(S)]
+    if profile.split_k_format is not None:  # partial sums stored in a narrower format (C8)
+        pf = resolve_format(profile.split_k_format)
+        parts = [round_to_format(p, pf, "RNE", overflow="inf") for p in parts]
     if profile.split_k_order == "serial":
         total = parts[0]
         for p in parts[1:]:
