@@ -79,7 +79,7 @@ def live_gemm(fmt: str):
 
     if not torch.cuda.is_available():
         return None
-    K, tname, _ = FORMATS[fmt]
+    _, tname, _ = FORMATS[fmt]
     dt = getattr(torch, tname)
 
     def run(A, B):

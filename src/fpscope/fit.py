@@ -21,7 +21,6 @@ data cannot separate) and, for each rejected neighbour, the first sample that ru
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -323,7 +322,7 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
     return res
 
 
-def _e_zero_edges(best: Profile, opts, sc: "_Scorer"):
+def _e_zero_edges(best: Profile, opts, sc: _Scorer):
     """The e_zero options worth running on all samples: None, and the two ends of the interval
     of values around ``best.e_zero`` that reproduce everything, found by bisection (a zero
     term's exponent only matters above the other terms', so the consistent values form an
@@ -367,7 +366,7 @@ def _descend(p: Profile, rec: Recording, sc: _Scorer, rounds: int = 4):
     nbad = len(sc.bad(p))
     for _ in range(rounds):
         improved = False
-        for _, opts in _neighbours(p, rec).items():
+        for opts in _neighbours(p, rec).values():
             for _, q in opts:
                 if nbad == 0:
                     return p, 0
@@ -377,10 +376,3 @@ def _descend(p: Profile, rec: Recording, sc: _Scorer, rounds: int = 4):
         if not improved:
             break
     return p, nbad
-
-
-def profile_fields_changed(a: Profile, b: Profile) -> list[str]:
-    """Names of the arithmetic fields where two profiles differ (for reports and tests)."""
-    return [f.name for f in dataclasses.fields(Profile)
-            if f.name not in ("name", "arch", "status", "evidence")
-            and getattr(a, f.name) != getattr(b, f.name)]
