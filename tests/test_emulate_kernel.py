@@ -282,3 +282,24 @@ def test_zero_results_are_positive(name):
     got = _engines_agree(A, B, C, p)
     assert (got[1:] == 0).all() and (got[0, 0] == 0) == (name != "hopper-e4m3-fp16out")
     assert not np.signbit(got[got == 0]).any(), got
+
+
+def test_bf16_and_tf32_take_float32_only_when_the_data_allows():
+    """Ordinary bf16 / tf32 data runs on the float32 path, wide or tiny data on float64, and
+    both agree with the numpy engine (the agreement tests above run both paths too)."""
+    rng = np.random.default_rng(12)
+    for name in ("hopper-bf16", "ampere-tf32"):
+        p = PRESETS[name]
+        fin = resolve_format(p.in_format)
+        A = _values(rng, fin, (5, 2 * p.k), -8, 8)
+        B = _values(rng, fin, (2 * p.k, 7), -8, 8)
+        assert kernel._value_dtype(p, A, B) == np.float32
+        _engines_agree(A, B, np.zeros((5, 7)), p)
+        for tiny in (2.0 ** -120, 2.0 ** 120):
+            A2 = A.copy()
+            A2[0, 0] = tiny
+            assert kernel._value_dtype(p, A2, B) == np.float64
+            _engines_agree(A2, B, np.zeros((5, 7)), p)
+    assert kernel._value_dtype(PRESETS["hopper-fp16"]) == np.float32  # any fp16 operands
+    assert kernel._value_dtype(PRESETS["hopper-bf16"].replace(alignment="floor"),
+                               np.ones((1, 1)), np.ones((1, 1))) == np.float64

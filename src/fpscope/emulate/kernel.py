@@ -11,8 +11,9 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   exponents ``e_a + e_b``, of ``e_zero`` if any term is zero, and of c's exponent.
 * Cutting a term at weight ``2^lsb`` (``lsb = e_max - F``) is cutting the real number
   ``t * 2^-lsb`` to an integer: the product ``a * b`` is exact in the value dtype (float32 for
-  inputs of at most 12 significand bits and a small exponent range: fp16, fp8, fp6, fp4; float64
-  otherwise), scaling by the power of two ``2^-lsb`` is exact, and the cut is the float->int32
+  inputs of at most 12 significand bits and a small exponent range: fp16, fp8, fp6, fp4; also
+  bf16 and tf32 operands whose magnitudes keep every product normal there, see
+  :func:`_value_dtype`; float64 otherwise), scaling by the power of two ``2^-lsb`` is exact, and the cut is the float->int32
   conversion (truncation toward zero) or ``floor`` / ``rint`` first. A scaled product is below
   ``2^(F+2)``; they are summed in int32 in runs of as many as cannot overflow (all L of a
   block for every NVIDIA fp16 preset), the runs added up in float64 (exact: a block's sum has
@@ -57,12 +58,30 @@ _ZERO_BELOW = -8000
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
 
-def _value_dtype(profile: Profile):
-    """float32 when every product of two inputs is exact in float32 and its scaled value stays
-    normal there; float64 otherwise."""
+def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | None = None):
+    """float32 when every product of two inputs is exact in float32 and a scale ``2^-lsb``
+    that meets a nonzero product stays below ``2^127``; float64 otherwise.
+
+    Statically (any operands of the format: fp16, fp8, fp6, fp4), or for the given finite
+    operands A, B (bf16, tf32): every nonzero product then lies in
+    ``[min|a| min|b|, max|a| max|b|]``; at most ``2^124`` means no product overflows, at least
+    ``2^(F - 124)`` means each is normal and ``F - e_max <= 126``. Floor alignment always takes
+    float64 (a negative scaled product that underflows to -0 would floor to 0, not -1).
+    """
     fin = resolve_format(profile.in_format)
-    if (profile.alignment != "floor" and 2 * fin.p <= 24 and 2 * fin.emax + 2 <= 126
-            and 2 * (fin.emin - fin.p + 1) >= -126 and profile.frac_bits - 2 * fin.emin <= 126):
+    if profile.alignment == "floor" or 2 * fin.p > 24:
+        return np.float64
+    if (2 * fin.emax + 2 <= 126 and 2 * (fin.emin - fin.p + 1) >= -126
+            and profile.frac_bits - 2 * fin.emin <= 126):
+        return np.float32
+    if A is None or B is None:
+        return np.float64
+    nza, nzb = np.abs(A[A != 0]), np.abs(B[B != 0])
+    if nza.size == 0 or nzb.size == 0:
+        return np.float32  # every product is zero
+    hi = float(nza.max()) * float(nzb.max())
+    lo = float(nza.min()) * float(nzb.min())
+    if hi <= 2.0 ** 124 and lo >= 2.0 ** (profile.frac_bits - 124):
         return np.float32
     return np.float64
 
@@ -160,7 +179,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     if profile.flush_inputs:
         A0 = np.where(EA == _SENTINEL, 0.0, A0)
         B0 = np.where(EB == _SENTINEL, 0.0, B0)
-    vt = _value_dtype(profile)
+    vt = _value_dtype(profile, A0, B0)
     AV = np.ascontiguousarray(A0, dtype=vt)
     BV = np.ascontiguousarray(B0, dtype=vt)
     D = np.array(C, dtype=np.float64, order="C", copy=True)
