@@ -150,6 +150,28 @@ def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
 
 
 @njit(cache=True)
+def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align):
+    """Per output: e_max of the block (products, c = src[j], e_zero), the cut weight
+    lsb = 2^(e_max - F), the scale sc = 2^-(e_max - F) (clamped to 2^max_scale; 0 for a
+    non-finite c, which is carried), c cut at lsb (ct), acc = 0."""
+    for j in range(w):
+        c = src[j]
+        finite = c - c == 0
+        cz = (c == 0) | (abs(c) < tiny_c)  # tiny_c = 0 unless flush_in
+        ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, c_emin)
+        m = np.int64(mx[j])
+        e = m if m > _ZERO_BELOW else _NONE
+        e = max(e, ez) if ((mn[j] < _ZERO_BELOW) | cz) else e
+        e = e if cz else max(e, ce)
+        e = F if ((e == _NONE) | (not finite)) else e
+        lo = e - F
+        lsb[j] = _pow2(lo)
+        sc[j] = _pow2(min(-lo, max_scale)) if finite else 0.0
+        ct[j] = c if not finite else (0.0 if cz else _cut(c * _pow2(-lo), align))
+        acc[j] = 0
+
+
+@njit(cache=True)
 def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
     """run[:w] = rho((acc + ct) * 2^lsb): one loop per rounding mode, so that each compiles
     with its mode as a constant."""
@@ -196,31 +218,20 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
         run = np.empty(w, np.float64)
         ct = np.empty(w, np.float64)
         lsb = np.empty(w, np.float64)
+        zw = np.zeros(w, np.float64)
+        direct = not c_last and not has_out  # the last step writes D itself
         for kc in range(0, K, k):
             for i in range(i0, i1):
-                for j in range(w):
-                    run[j] = 0.0 if c_last else D[i, j0 + j]
+                drow = D[i, j0:j0 + w]
                 for s in range(S):
                     kb = kc + s * L
+                    first = s == 0
+                    src = (zw if c_last else drow) if first else run
                     c_emin = step_emin if (s > 0 or c_last) else out_emin
                     tiny_c = tiny_step if (s > 0 or c_last) else tiny_out
                     _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn)
-                    # e_max with c and e_zero; the cut weight 2^lsb, the scale 2^-lsb, cut c
-                    for j in range(w):
-                        c = run[j]
-                        finite = c - c == 0
-                        cz = (c == 0) | (abs(c) < tiny_c)  # tiny_c = 0 unless flush_in
-                        ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, c_emin)
-                        m = np.int64(mx[j])
-                        e = m if m > _ZERO_BELOW else _NONE
-                        e = max(e, ez) if ((mn[j] < _ZERO_BELOW) | cz) else e
-                        e = e if cz else max(e, ce)
-                        e = F if ((e == _NONE) | (not finite)) else e
-                        lo = e - F
-                        lsb[j] = _pow2(lo)
-                        sc[j] = _pow2(min(-lo, max_scale)) if finite else 0.0
-                        ct[j] = c if not finite else (0.0 if cz else _cut(c * _pow2(-lo), align))
-                        acc[j] = 0
+                    _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
+                                   max_scale, align)
                     for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
                         _cut_products(AV, BV, i, kb + sub, min(T, L - sub), j0, w, sc, acc,
                                       align)
@@ -228,13 +239,15 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
                             for j in range(w):
                                 ct[j] += acc[j]
                                 acc[j] = 0
-                    _finish(run, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
+                    dst = drow if (direct and s == S - 1) else run
+                    _finish(dst, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
                 if c_last:  # d = rho(d + c), one rounding
                     for j in range(w):
-                        run[j] = _round(_sum_round_to_odd(run[j], D[i, j0 + j]),
+                        run[j] = _round(_sum_round_to_odd(run[j], drow[j]),
                                         sp, sq, smf, smode, stiny, sbig)
                 if has_out:
                     for j in range(w):
                         run[j] = _round(run[j], op, oq, omf, omode, otiny, obig)
-                for j in range(w):
-                    D[i, j0 + j] = run[j]
+                if not direct:
+                    for j in range(w):
+                        drow[j] = run[j]
