@@ -208,6 +208,40 @@ def build_parser() -> argparse.ArgumentParser:
                     help="random cases searched for a witness of two profiles (default 4096)")
     df.add_argument("--seed", type=int, default=0)
 
+    gt = sub.add_parser(
+        "gate", help="re-reveal a baseline record's target and fail when its order changed",
+        description="Regression gate: rebuild the target of BASELINE (a reveal record) from its "
+        "\"target\" spec, reveal its tree and node arithmetic live, measure its accuracy against "
+        "the exact result, and compare with the baseline (as 'fpscope diff'). Policies: bitwise "
+        "(default) fails unless the tree and the node arithmetic are the same; tolerant accepts "
+        "a changed tree when the live op's max error against the exact result on generated "
+        "inputs (uniform, normal, wide exponent range, cancellation-heavy; --samples each, fixed "
+        "seed) is at most --ulps ulps of its output format; record never fails and writes the "
+        "live record (--record, default BASELINE with .new.json, never replaced without "
+        "--force). Exit 0 pass, 1 gate failed, 2 bad input.",
+        epilog="examples:\n"
+        "  fpscope reveal numpy.sum --n 1024 --record base.json\n"
+        "  fpscope gate base.json                          same tree and arithmetic, or exit 1\n"
+        "  fpscope gate base.json --policy tolerant --ulps 4\n"
+        "  fpscope gate base.json --policy record          writes base.new.json\n"
+        "  fpscope gate base.json --target mypkg.kernels:my_sum_v2 --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    gt.add_argument("baseline", help="a record written by 'fpscope reveal --record'")
+    gt.add_argument("--target", help="target name to reveal instead of the baseline's (same "
+                    "probe conditions)")
+    gt.add_argument("--policy", default="bitwise", choices=["bitwise", "tolerant", "record"],
+                    help="bitwise (default), tolerant or record (see above)")
+    gt.add_argument("--ulps", type=float, default=1.0,
+                    help="tolerant: largest accepted max error, in ulps of the output format at "
+                    "the exact result (default 1)")
+    gt.add_argument("--samples", type=int, default=64,
+                    help="random inputs per distribution for the live replay check and the "
+                    "accuracy measurement (default 64)")
+    gt.add_argument("--record", help="write the live reveal record here (policy record: default "
+                    "BASELINE.new.json next to the baseline)")
+    gt.add_argument("--force", action="store_true", help="replace an existing --record file")
+    gt.add_argument("--format", default="text", choices=["text", "json"])
+
     em = sub.add_parser(
         "emulate", help="run a GEMM with a matrix unit's arithmetic on the CPU",
         description="D = A @ B + C computed as a chain of matrix-unit instructions of PROFILE, "
@@ -235,6 +269,35 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--out-format", choices=["fp32", "fp16", "bf16"], help="epilogue output "
                     "type (rounded through fp32, as cuBLAS does; bf16 is stored as float32)")
     em.add_argument("--force", action="store_true", help="replace an existing output file")
+
+    mx = sub.add_parser(
+        "matrix", help="reveal a suite of ops x dtypes x sizes x layouts x threads; HTML report",
+        description="Reveal the summation tree of every cell of a suite (sum, dot and matmul "
+        "x dtypes x sizes x layouts x thread counts) on numpy (numpy.dot/matmul: its BLAS), and "
+        "on torch and jax (CPU) when they import; write one reveal record per cell into "
+        "DIR/cells/, a manifest DIR/matrix.json and a static HTML report DIR/index.html (works "
+        "offline): which cells share a tree, where the libraries agree, and how the tree changes "
+        "between neighbouring cells (rows of a matmul, threads, layout, dtype, library, n). "
+        "Exit 0 when every cell passed its checks, 1 when a cell's check failed (the report is "
+        "still written), 2 on bad input (e.g. DIR exists and is not empty without --force).",
+        epilog="examples:\n  fpscope matrix -o matrix-quick                 the quick suite "
+        "(seconds)\n  fpscope matrix --suite full -o matrix-full --force\n"
+        "  fpscope matrix --libraries numpy,torch -o m && xdg-open m/index.html",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mx.add_argument("--suite", default="quick", choices=["quick", "full"],
+                    help="quick (default; about 40 cells, seconds) or full (about 500 cells, minutes)")
+    mx.add_argument("-o", "--output", required=True, metavar="DIR",
+                    help="output folder (created; must be empty unless --force)")
+    mx.add_argument("--force", action="store_true",
+                    help="write into an existing, non-empty DIR, replacing an earlier run's files")
+    mx.add_argument("--libraries", help="comma list of numpy, torch, jax (default: all that "
+                    "import; the others are skipped with a note)")
+    mx.add_argument("--samples", type=int, default=32,
+                    help="random inputs per distribution of each replay check (default 32)")
+    mx.add_argument("--seed", type=int, default=0)
+    mx.add_argument("--format", default="text", choices=["text", "json"],
+                    help="what to print when done: a table (text) or the manifest (json)")
+    mx.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
@@ -433,6 +496,11 @@ def cmd_reveal(args) -> int:
             environment=capture_environment(),
             validation={"replay": res.replay} if res.replay else {},
         )
+        if args.record or args.format == "json":  # accuracy vs the exact sum, for records (fpscope.accuracy)
+            from .accuracy import record_accuracy
+
+            record["accuracy"] = (record_accuracy(target) if args.samples > 0
+                                  else {"skipped": "--samples 0"})
     finally:
         target.close()
     if args.record:
@@ -576,6 +644,10 @@ def _write_text(console, record: dict, tree, args) -> None:
             console.print(f"products of random A and B: {text}", highlight=False)
     else:
         console.print("replay: skipped (--samples 0)", highlight=False)
+    if record.get("accuracy"):
+        from .accuracy import accuracy_text
+
+        console.print(accuracy_text(record["accuracy"]), highlight=False)
     if args.record:
         console.print(f"record written to {args.record}", highlight=False)
 
@@ -802,6 +874,122 @@ def cmd_diff(args) -> int:
     return 0 if res.same else 1
 
 
+def cmd_gate(args) -> int:
+    from .gate import GateError, gate
+
+    try:
+        res = gate(args.baseline, target=args.target, policy=args.policy, ulps=args.ulps,
+                   samples=args.samples, record=args.record, force=args.force)
+    except GateError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        sys.stdout.write(json.dumps(res.to_dict(), indent=2, default=str) + "\n")
+    else:
+        print(res.to_text())
+    return 0 if res.passed else 1
+
+
+def _matrix_progress(quiet: bool):
+    """A rich progress bar over the cells on stderr (a terminal only); (callback, finish)."""
+    if quiet or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    state = {"prog": None, "task": None}
+
+    def cb(done, total, label):
+        if state["prog"] is None:
+            state["prog"] = Progress(TextColumn("matrix"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TextColumn("{task.description}"),
+                                     console=Console(stderr=True), transient=True)
+            state["task"] = state["prog"].add_task(label, total=total)
+            state["prog"].start()
+        state["prog"].update(state["task"], completed=done, description=escape(label))
+
+    def finish():
+        if state["prog"] is not None:
+            state["prog"].stop()
+
+    return cb, finish
+
+
+def cmd_matrix(args) -> int:
+    from .matrix import (
+        MatrixError,
+        agreement_rows,
+        available_libraries,
+        check_output,
+        columns,
+        run_matrix,
+        suite_cells,
+    )
+    from .record import dumps
+    from .report import write_report
+
+    if args.samples < 0:
+        raise UsageError(f"--samples must be 0 or more, got {args.samples}")
+    wanted = None
+    if args.libraries is not None:
+        wanted = [x.strip() for x in args.libraries.split(",") if x.strip()]
+        if not wanted:
+            raise UsageError("--libraries: name at least one of numpy, torch, jax")
+    try:
+        check_output(args.output, args.force)  # before the slow imports and reveals
+        libs, notes = available_libraries(wanted)
+        cells = suite_cells(args.suite, libs)
+        cb, finish = _matrix_progress(args.quiet)
+        try:
+            res = run_matrix(cells, args.output, suite=args.suite, force=args.force,
+                             seed=args.seed, replay_samples=args.samples, notes=notes,
+                             libraries=libs, progress=cb)
+        finally:
+            finish()
+        index = write_report(res, args.output)
+    except MatrixError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {args.output}: {exc.strerror or exc}") from None
+    if args.format == "json":
+        sys.stdout.write(dumps(res.to_record()))
+    else:
+        from rich.table import Table
+
+        console = _console()
+        cols = columns(res)
+        table = Table(title=f"{args.suite} suite: tree per library (same letter = same order)")
+        for name in ("op", "dtype", "size", "layout"):
+            table.add_column(name)
+        for lib, t in cols:
+            table.add_column(lib if t is None else f"{lib} {t}t", justify="center")
+        table.add_column("verdict")
+        for row in agreement_rows(res):
+            ids = [(row["cells"][k].tree_id or row["cells"][k].status) if k in row["cells"]
+                   else "." for k in cols]
+            table.add_row(row["op"], row["dtype"], row["size"], row["layout"], *ids,
+                          row["verdict"])
+        console.print(table)
+        for note in res.notes:
+            console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
+        for c in res.failed:
+            console.print(f"[red]failed[/red] #{c.index} {escape(c.cell.target)} "
+                          f"{escape(c.cell.size_text)}: {escape(c.error or '')}", highlight=False)
+        ok = sum(c.status == "ok" for c in res.cells)
+        skipped = sum(c.status == "skipped" for c in res.cells)
+        changed = sum(not c["same"] for c in res.comparisons if c["dimension"] != "n")
+        console.print(f"{len(res.cells)} cells ({ok} ok, {len(res.failed)} failed, {skipped} "
+                      f"skipped), {len(res.trees)} distinct trees, {changed} neighbouring pairs "
+                      f"with different trees, {res.seconds:.1f} s", highlight=False)
+        console.print(f"report: {escape(str(index))}", highlight=False)
+    return 1 if res.failed else 0
+
+
 def cmd_targets(args) -> int:
     from .targets import list_targets
 
@@ -830,7 +1018,8 @@ def main(argv=None) -> int:
 
     handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets,
                 "profiles": cmd_profiles, "emulate": cmd_emulate, "probe": cmd_probe,
-                "diff": cmd_diff, "fit": cmd_fit}
+                "diff": cmd_diff, "fit": cmd_fit, "gate": cmd_gate,
+                "matrix": cmd_matrix}
     from .render import RenderError
 
     try:

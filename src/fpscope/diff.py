@@ -25,7 +25,7 @@ from .formats import Format, encode, get_format
 from .profile import PRESETS, Profile, resolve_format
 from .tree import C_LEAF, SumTree, TreeError, leaves_of
 
-__all__ = ["DiffError", "DiffResult", "Side", "diff", "load_side"]
+__all__ = ["DiffError", "DiffResult", "Side", "diff", "load_side", "side_from_record"]
 
 #: profile fields that name or document a profile rather than its arithmetic
 _LABELS = ("name", "arch", "status", "evidence")
@@ -95,7 +95,7 @@ def load_side(spec: str) -> Side:
     Raises:
         DiffError: not found, unreadable, or not one of those.
     """
-    from .record import RecordError, record_arithmetic, validate_record
+    from .record import RecordError, validate_record
 
     path = Path(spec)
     if not path.is_file():
@@ -113,17 +113,30 @@ def load_side(spec: str) -> Side:
             return Side(spec, tree=SumTree.from_json(obj))
         if isinstance(obj, dict) and obj.get("schema", "").startswith("fpscope.profile"):
             return Side(spec, profile=Profile.from_dict(obj))
-        rec = validate_record(obj, spec)
-        if rec.get("kind", "reveal") != "reveal":
-            raise DiffError(f"{spec} is a {rec.get('kind')!r} record; diff reads reveal records "
-                            f"and profiles")
-        tree = SumTree.from_json(rec["tree"])
-        acc, nodes = record_arithmetic(rec, get_format(rec["target"].get("dtype", "fp32")))
-        return Side(spec, tree=tree, acc=acc, node_formats=nodes)
+        return side_from_record(validate_record(obj, spec), spec)
     except (RecordError, TreeError, ValueError) as exc:
         if isinstance(exc, DiffError):
             raise
         raise DiffError(f"{spec}: {str(exc).splitlines()[0]}") from None
+
+
+def side_from_record(rec: dict, label: str) -> Side:
+    """The tree and node arithmetic of a validated reveal record (see
+    :func:`fpscope.record.validate_record`); ``label`` names it in messages.
+
+    Raises:
+        DiffError: not a reveal record.
+        fpscope.tree.TreeError: a malformed tree.
+        fpscope.record.RecordError, ValueError: a bad "accumulator" entry or dtype name.
+    """
+    from .record import record_arithmetic
+
+    if rec.get("kind", "reveal") != "reveal":
+        raise DiffError(f"{label} is a {rec.get('kind')!r} record; diff reads reveal records "
+                        f"and profiles")
+    tree = SumTree.from_json(rec["tree"])
+    acc, nodes = record_arithmetic(rec, get_format(rec["target"].get("dtype", "fp32")))
+    return Side(label, tree=tree, acc=acc, node_formats=nodes)
 
 
 # -- trees ---------------------------------------------------------------------------------------

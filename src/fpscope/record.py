@@ -1,7 +1,9 @@
 """Records: the JSON evidence fpscope writes (schema ``fpscope.record/1``, fpscope DESIGN.md).
 
 A record is plain JSON: ``{"schema": "fpscope.record/1", "kind": ..., "target": {...}, "tree": ...,
-"summary": "...", "probe": {...}, "environment": {...}, "validation": {...}}``. Loading parses
+"summary": "...", "probe": {...}, "environment": {...}, "validation": {...}}``, and optionally
+``"accuracy": {...}`` (max and mean error in ulps against the exact sum, :mod:`fpscope.accuracy`;
+older records lack it and still load). Loading parses
 JSON only (no pickle, no code), checks the schema and the required keys, and refuses unknown
 schema versions. Writing is atomic (a temporary file in the same folder, then a rename) and never
 replaces an existing file unless asked.
@@ -130,7 +132,7 @@ def validate_record(rec, where: str = "record") -> dict:
         for key in ("checks", "mask"):
             if key in rec["probe"] and not isinstance(rec["probe"][key], dict):
                 raise RecordError(f"{where}: \"probe.{key}\" must be an object")
-        for key in ("accumulator", "validation", "environment"):
+        for key in ("accumulator", "validation", "environment", "accuracy"):
             if key in rec and not isinstance(rec[key], dict):
                 raise RecordError(f"{where}: \"{key}\" must be an object")
         shape = rec["target"].get("shape")

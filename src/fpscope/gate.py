@@ -1,0 +1,312 @@
+"""Regression gates: re-reveal a baseline record's target live and compare (``fpscope gate``).
+
+A baseline is a reveal record (``fpscope reveal --record``). The gate rebuilds its target from
+the record's ``"target"`` spec (as ``fpscope verify`` does; another target name may be given),
+reveals the live tree and node arithmetic with the baseline's probe seed, measures the live op's
+accuracy against the exact result (:mod:`fpscope.accuracy`) and compares the two with
+:func:`fpscope.diff.diff_trees`. Policies:
+
+* ``bitwise``: pass only when the tree and the node arithmetic are the same (and the live tree
+  replays bit for bit);
+* ``tolerant``: pass when they are the same, or else when the live op's max error against the
+  exact result on the generated inputs is at most ``ulps`` ulps of its output format (no output
+  Inf or NaN);
+* ``record``: always pass; the live record is written (by default next to the baseline, named
+  ``<stem>.new.json``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .accuracy import DEFAULT_SAMPLES, record_accuracy
+from .diff import DiffError, DiffResult, diff_trees, side_from_record
+from .record import RecordError, load_record, new_record, write_record
+from .targets import make_target
+from .targets.base import Target
+from .tree import TreeError
+
+__all__ = ["POLICIES", "GateError", "GateResult", "default_record_path", "gate",
+           "reveal_record", "target_from_record"]
+
+POLICIES = ("bitwise", "tolerant", "record")
+
+#: the probe conditions of a record's "target" spec that make_target takes
+_CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index")
+
+
+class GateError(ValueError):
+    """Bad input to a gate: an unreadable or unsuitable baseline, a bad option, a record path
+    that exists. The message is one line."""
+
+
+def target_from_record(rec: dict, where: str = "record", name: str | None = None, **overrides) -> Target:
+    """Rebuild the target of a reveal record from its ``"target"`` spec.
+
+    Args:
+        rec: a validated reveal record (:func:`fpscope.record.load_record`).
+        where: the record's path or label, for messages.
+        name: target name to use instead of the record's (same probe conditions).
+        overrides: probe conditions replacing the record's (n, shape, dtype, layout, offset,
+            threads, axis, index, device).
+
+    Returns:
+        A :class:`fpscope.targets.base.Target`; the caller closes it.
+
+    Raises:
+        GateError: the record names no target.
+        fpscope.targets.base.TargetError: the target cannot be built.
+    """
+    spec = dict(rec["target"])
+    name = name or spec.get("name")
+    if not name or not isinstance(name, str):
+        raise GateError(f"{where}: the target has no name")
+    root = spec.get("import_root")
+    if isinstance(root, str) and root not in sys.path:
+        sys.path.insert(0, root)  # where the record's user module was imported from
+    kw = {k: spec[k] for k in _CONDITION_KEYS if spec.get(k) is not None}
+    if "shape" in kw:
+        kw["shape"] = tuple(kw["shape"])
+        kw.pop("n", None)
+    if "shape" in overrides or "n" in overrides:
+        kw.pop("shape", None)
+        kw.pop("n", None)
+    kw.update({k: v for k, v in overrides.items() if v is not None})
+    if "shape" in kw and kw["shape"] is not None:
+        kw["shape"] = tuple(kw["shape"])
+    return make_target(name, **kw)
+
+
+def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES):
+    """Reveal ``target`` and build its reveal record (the same keys as ``fpscope reveal
+    --record``, with ``"accuracy"`` measured on ``samples`` inputs per distribution).
+
+    Returns:
+        (record dict, :class:`fpscope.reveal.RevealResult`, failure): ``failure`` is the
+        :class:`fpscope.reveal.RevealError` of a failed replay check (the tree is still
+        recorded), else None.
+
+    Raises:
+        fpscope.reveal.RevealError: a check failed before a tree was found (nondeterminism,
+            inconsistent probes, n too large).
+        fpscope.targets.base.TargetError, fpscope.masks.MaskError: see :func:`fpscope.reveal.reveal`.
+    """
+    from .environment import capture_environment
+    from .reveal import RevealError, reveal
+    from .summary import summarize
+
+    failure = None
+    try:
+        res = reveal(target, seed=seed, replay_samples=samples)
+    except RevealError as exc:
+        if getattr(exc, "result", None) is None:
+            raise
+        res, failure = exc.result, exc
+    # the same record as cli.cmd_reveal writes
+    record = new_record(
+        "reveal",
+        target=target.spec(),
+        tree=res.tree.to_json(),
+        summary=summarize(res.tree),
+        accumulator=res.accumulator,
+        probe={
+            "algorithm": res.algorithm,
+            "mask": res.mask.to_json(),
+            "calls": res.stats.calls,
+            "probes": res.stats.probes,
+            "seconds": round(res.stats.seconds, 6),
+            "seed": seed,
+            "checks": res.stats.checks,
+        },
+        environment=capture_environment(),
+        validation={"replay": res.replay} if res.replay else {},
+        accuracy=record_accuracy(target, samples=samples),
+    )
+    return record, res, failure
+
+
+def default_record_path(baseline) -> Path:
+    """Where ``--policy record`` writes without ``--record``: ``base.json`` -> ``base.new.json``
+    in the baseline's folder."""
+    p = Path(baseline)
+    return p.with_name(p.name.removesuffix(".json") + ".new.json")
+
+
+@dataclass
+class GateResult:
+    """The verdict of a gate.
+
+    Attributes:
+        policy: "bitwise", "tolerant" or "record".
+        passed: the gate's verdict (exit code 0 when True, 1 when False).
+        reason: one line: why it passed or failed.
+        diff: the comparison of baseline (A) and live (B).
+        accuracy: the live op's accuracy (:func:`fpscope.accuracy.measure_accuracy`; a
+            ``{"skipped": reason}`` dict when it could not be measured).
+        baseline_accuracy: the baseline record's "accuracy" object, or None (older records).
+        ulps: the tolerance of the tolerant policy, in ulps of the output format.
+        record_path: where the live record was written, or None.
+    """
+
+    policy: str
+    passed: bool
+    reason: str
+    baseline: str
+    target: str
+    diff: DiffResult
+    accuracy: dict | None = None
+    baseline_accuracy: dict | None = None
+    ulps: float | None = None
+    record_path: str | None = None
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"verdict": "pass" if self.passed else "fail", "passed": self.passed,
+                "policy": self.policy, "reason": self.reason, "baseline": self.baseline,
+                "target": self.target, "ulps": self.ulps, "diff": self.diff.to_dict(),
+                "accuracy": self.accuracy, "baseline_accuracy": self.baseline_accuracy,
+                "record": self.record_path, "notes": self.notes}
+
+    def to_text(self) -> str:
+        head = "PASSED" if self.passed else "FAILED"
+        lines = [f"gate {head} (policy {self.policy}): {self.reason}",
+                 f"A = baseline {self.baseline}; B = live {self.target}"]
+        if not self.diff.same:  # the diff without its verdict line (the reason holds it)
+            lines.extend(self.diff.to_text().splitlines()[1:])
+        lines.append("accuracy (live): " + _acc_text(self.accuracy))
+        if self.baseline_accuracy is not None:
+            lines.append("accuracy (baseline): " + _acc_text(self.baseline_accuracy))
+        lines.extend(self.notes)
+        if self.record_path:
+            lines.append(f"record written to {self.record_path}")
+        return "\n".join(lines)
+
+
+def _acc_text(acc: dict | None) -> str:
+    if not acc:
+        return "not measured"
+    if acc.get("skipped"):
+        return f"not measured ({acc['skipped']})"
+    try:
+        parts = ", ".join(f"{k} {_g(v.get('max_ulps'))}" for k, v in acc["by_distribution"].items())
+        text = (f"max {_g(acc['max_ulps'])} ulps, mean {_g(acc['mean_ulps'])} ulps of "
+                f"{acc['output_format']} over {acc['samples']} inputs (max by distribution: {parts})")
+    except (KeyError, TypeError, AttributeError):
+        return "unreadable accuracy entry"
+    if acc.get("nonfinite"):
+        text += f"; {acc['nonfinite']} outputs Inf or NaN"
+    return text
+
+
+def _g(v) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _load_baseline(path) -> dict:
+    try:
+        rec = load_record(path)
+    except RecordError as exc:
+        raise GateError(str(exc).splitlines()[0]) from None
+    if rec.get("kind", "reveal") != "reveal":
+        raise GateError(f"{path} is a {rec.get('kind')!r} record; gate reads reveal records")
+    return rec
+
+
+def gate(
+    baseline,
+    target: str | None = None,
+    policy: str = "bitwise",
+    ulps: float = 1.0,
+    samples: int = DEFAULT_SAMPLES,
+    record: str | Path | None = None,
+    force: bool = False,
+) -> GateResult:
+    """Re-reveal the baseline's target live and judge it under ``policy`` (module docstring).
+
+    Args:
+        baseline: path of a reveal record.
+        target: target name replacing the record's (same probe conditions).
+        policy: "bitwise", "tolerant" or "record".
+        ulps: tolerance of "tolerant": the largest accepted max error, in ulps of the output
+            format at the exact result (>= 0).
+        samples: random inputs per distribution (4 distributions) for the live tree's replay
+            check and the accuracy measurement (>= 1).
+        record: where to write the live record (default for "record": next to the baseline,
+            see :func:`default_record_path`; other policies write only when given).
+        force: replace an existing record file.
+
+    Returns:
+        :class:`GateResult`.
+
+    Raises:
+        GateError: bad baseline (unreadable, not JSON, unknown schema, not a reveal record,
+            malformed tree), bad options, or a record file that exists without ``force``.
+        fpscope.reveal.RevealError: the live op failed a reveal check (nondeterminism, ...).
+        fpscope.targets.base.TargetError: the target cannot be rebuilt or the op failed.
+    """
+    if policy not in POLICIES:
+        raise GateError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    if not ulps >= 0:
+        raise GateError(f"--ulps must be 0 or more, got {ulps}")
+    if samples < 1:
+        raise GateError(f"--samples must be at least 1, got {samples}")
+    rec = _load_baseline(baseline)
+    try:
+        base = side_from_record(rec, str(baseline))
+    except (DiffError, RecordError, TreeError, ValueError) as exc:
+        raise GateError(f"{baseline}: {str(exc).splitlines()[0]}") from None
+    out = Path(record) if record is not None else (
+        default_record_path(baseline) if policy == "record" else None)
+    if out is not None and out.exists() and not force:
+        raise GateError(f"{out} exists; choose another name (--record) or pass --force to replace it")
+    if out is not None and not out.parent.is_dir():
+        raise GateError(f"cannot write {out}: folder {out.parent} does not exist")
+    seed = (rec.get("probe") or {}).get("seed", 0)
+    seed = seed if isinstance(seed, int) else 0
+    live_target = target_from_record(rec, str(baseline), name=target)
+    try:
+        if live_target.n != base.tree.n:
+            raise GateError(f"{baseline}: the tree has {base.tree.n} leaves but the target has "
+                            f"{live_target.n}")
+        live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples)
+    finally:
+        live_target.close()
+    live = side_from_record(live_rec, "live")
+    d = diff_trees(base, live, seed=seed)
+    acc = live_rec.get("accuracy")
+    notes = []
+    if failure is not None:
+        notes.append(f"note: the live tree does not replay bit for bit: {failure}")
+    if policy == "bitwise":
+        passed = d.same and failure is None
+        reason = d.verdict if failure is None else f"{d.verdict}; live replay mismatch"
+    elif policy == "tolerant":
+        passed, reason = _tolerant(d, acc, ulps)
+    else:
+        passed, reason = True, f"{d.verdict}; live record written"
+    written = None
+    if out is not None:
+        write_record(live_rec, out, overwrite=force)
+        written = str(out)
+    return GateResult(policy=policy, passed=passed, reason=reason, baseline=str(baseline),
+                      target=live_rec["target"].get("name", "?"), diff=d, accuracy=acc,
+                      baseline_accuracy=rec.get("accuracy"),
+                      ulps=float(ulps) if policy == "tolerant" else None,
+                      record_path=written, notes=notes)
+
+
+def _tolerant(d: DiffResult, acc: dict | None, ulps: float) -> tuple[bool, str]:
+    if d.same:
+        return True, d.verdict
+    if not acc or acc.get("skipped") or acc.get("max_ulps") is None:
+        why = (acc or {}).get("skipped", "no finite output")
+        return False, f"{d.verdict}; accuracy not measured ({why})"
+    if acc.get("nonfinite"):
+        return False, (f"{d.verdict}; {acc['nonfinite']} outputs Inf or NaN (infinite error) "
+                       f"> budget {ulps:g} ulps")
+    m = acc["max_ulps"]
+    if m <= ulps:
+        return True, f"{d.verdict}, but max error {m:.4g} ulps <= budget {ulps:g} ulps"
+    return False, f"{d.verdict}; max error {m:.4g} ulps > budget {ulps:g} ulps"
