@@ -868,7 +868,9 @@ def cmd_diff(args) -> int:
     except DiffError as exc:
         raise UsageError(str(exc)) from None
     if args.format == "json":
-        sys.stdout.write(json.dumps(res.to_dict(), indent=2, default=str) + "\n")
+        from .record import json_text
+
+        sys.stdout.write(json_text(res.to_dict(), indent=2) + "\n")
     else:
         print(res.to_text())
     return 0 if res.same else 1
@@ -883,7 +885,9 @@ def cmd_gate(args) -> int:
     except GateError as exc:
         raise UsageError(str(exc)) from None
     if args.format == "json":
-        sys.stdout.write(json.dumps(res.to_dict(), indent=2, default=str) + "\n")
+        from .record import json_text
+
+        sys.stdout.write(json_text(res.to_dict(), indent=2) + "\n")
     else:
         print(res.to_text())
     return 0 if res.passed else 1

@@ -95,7 +95,7 @@ def load_side(spec: str) -> Side:
     Raises:
         DiffError: not found, unreadable, or not one of those.
     """
-    from .record import RecordError, validate_record
+    from .record import RecordError, json_loads, validate_record
 
     path = Path(spec)
     if not path.is_file():
@@ -103,7 +103,7 @@ def load_side(spec: str) -> Side:
             return Side(spec, profile=PRESETS[spec])
         raise DiffError(f"{spec}: no such file, and not a preset name (fpscope profiles)")
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise DiffError(f"cannot read {spec}: {exc}") from None
     except json.JSONDecodeError as exc:

@@ -44,13 +44,134 @@ _TREE_SLOT = "\u0000fpscope-tree\u0000"
 
 def dumps(record: dict) -> str:
     """Indented JSON, except the tree, which is written compactly on one line (a tree of 16384
-    leaves would otherwise take 49,000 lines)."""
+    leaves would otherwise take 49,000 lines). Nesting of any depth (a sequential tree of n
+    leaves is n - 1 levels deep) is written without recursion."""
     if "tree" not in record:
-        return json.dumps(record, indent=2, allow_nan=False, default=_default) + "\n"
+        return json_text(record, indent=2) + "\n"
     body = dict(record, tree=_TREE_SLOT)
-    text = json.dumps(body, indent=2, allow_nan=False, default=_default)
-    tree = json.dumps(record["tree"], separators=(",", ":"), allow_nan=False, default=_default)
-    return text.replace(json.dumps(_TREE_SLOT), tree, 1) + "\n"
+    text = json_text(body, indent=2)
+    return text.replace(json.dumps(_TREE_SLOT), json_text(record["tree"]), 1) + "\n"
+
+
+def json_text(obj, indent: int | None = None) -> str:
+    """``json.dumps`` (NaN refused, numpy scalars and arrays accepted); for nesting deeper than
+    Python's recursion limit, compact JSON written by an explicit stack instead."""
+    try:
+        if indent is None:
+            return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=_default)
+        return json.dumps(obj, indent=indent, allow_nan=False, default=_default)
+    except RecursionError:
+        return _deep_dumps(obj)
+
+
+def _deep_dumps(obj) -> str:
+    out, stack = [], [obj]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, _Raw):
+            out.append(cur.text)
+        elif isinstance(cur, (list, tuple)):
+            out.append("[")
+            stack.append(_Raw("]"))
+            for i in range(len(cur) - 1, -1, -1):
+                stack.append(cur[i])
+                if i:
+                    stack.append(_Raw(","))
+        elif isinstance(cur, dict):
+            out.append("{")
+            stack.append(_Raw("}"))
+            items = list(cur.items())
+            for i in range(len(items) - 1, -1, -1):
+                key, val = items[i]
+                stack.append(val)
+                stack.append(_Raw(json.dumps(str(key)) + ":"))
+                if i:
+                    stack.append(_Raw(","))
+        else:
+            out.append(json.dumps(cur, allow_nan=False, default=_default))
+    return "".join(out)
+
+
+class _Raw:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def json_loads(text: str):
+    """``json.loads``, falling back to an explicit-stack parser for nesting deeper than
+    Python's recursion limit (deep trees).
+
+    Raises:
+        json.JSONDecodeError: invalid JSON.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return _deep_loads(text)
+
+
+_WS = " \t\n\r"
+
+
+def _deep_loads(text: str):
+    """A JSON parser with an explicit stack (values as json.loads gives them)."""
+    dec = json.JSONDecoder()
+    stack: list = []  # open containers: [container, pending key or None]
+    i, n = 0, len(text)
+    root, have_root = None, False
+
+    def put(value):
+        nonlocal root, have_root
+        if not stack:
+            root, have_root = value, True
+            return
+        top = stack[-1]
+        if isinstance(top[0], list):
+            top[0].append(value)
+        else:
+            top[0][top[1]] = value
+            top[1] = None
+
+    while True:
+        while i < n and text[i] in _WS:
+            i += 1
+        if i >= n:
+            break
+        ch = text[i]
+        if ch == "[":
+            stack.append([[], None])
+            i += 1
+        elif ch == "{":
+            stack.append([{}, None])
+            i += 1
+        elif ch in "]}":
+            if not stack:
+                raise json.JSONDecodeError("unexpected closing bracket", text, i)
+            done = stack.pop()[0]
+            put(done)
+            i += 1
+        elif ch == ",":
+            i += 1
+        elif ch == '"' and stack and isinstance(stack[-1][0], dict) and stack[-1][1] is None:
+            key, i = json.decoder.scanstring(text, i + 1)
+            while i < n and text[i] in _WS:
+                i += 1
+            if i >= n or text[i] != ":":
+                raise json.JSONDecodeError("expected ':'", text, i)
+            stack[-1][1] = key
+            i += 1
+        else:
+            value, i = dec.raw_decode(text, i)
+            put(value)
+        if have_root and not stack:
+            while i < n and text[i] in _WS:
+                i += 1
+            if i != n:
+                raise json.JSONDecodeError("extra data", text, i)
+            return root
+    raise json.JSONDecodeError("unexpected end of data", text, i)
 
 
 def _default(obj):
@@ -106,7 +227,7 @@ def load_record(path) -> dict:
     except OSError as exc:
         raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        rec = json.loads(text)
+        rec = json_loads(text)
     except json.JSONDecodeError as exc:
         raise RecordError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     return validate_record(rec, str(path))
