@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fpscope.cli import main
-from fpscope.record import _deep_loads, json_loads, json_text, load_record, new_record, write_record
+from fpscope.record import (
+    _deep_loads,
+    json_loads,
+    json_text,
+    load_record,
+    new_record,
+    write_record,
+)
 from fpscope.tree import SumTree
 
 
