@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-_ZERO_BELOW = -8000  # e_a + e_b below this: a zero product (kernel._SENTINEL = -16000)
 _NONE = -(1 << 30)
 
 
@@ -72,13 +71,22 @@ def _cut(y, align):
     return np.rint(y)
 
 
+@njit(cache=True, inline="always")
+def _narrow(x, small):
+    """x as int8 (``small``) or int16: the exponent sums stay in the narrow type, so that the
+    loops over j vectorise on 32 or 16 lanes."""
+    return np.int8(x) if small else np.int16(x)
+
+
 @njit(cache=True)
-def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn):
-    """mx[:w], mn[:w] = max, min over the block's products of e_a + e_b (int16; the loop over
-    k is unrolled by four so that the loop over j, innermost, vectorises)."""
+def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small):
+    """mx[:w], mn[:w] = max, min over the block's products of e_a + e_b (int8 or int16, the
+    dtype of EA; the loop over k is unrolled by four so that the loop over j, innermost,
+    vectorises)."""
+    lo, hi = (-128, 127) if small else (-32000, 32000)
     for j in range(w):
-        mx[j] = -32000
-        mn[j] = 32000
+        mx[j] = lo
+        mn[j] = hi
     kk = 0
     while kk + 4 <= L:
         a0 = EA[i, kb + kk]
@@ -90,10 +98,10 @@ def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn):
         b2 = EB[kb + kk + 2, j0:j0 + w]
         b3 = EB[kb + kk + 3, j0:j0 + w]
         for j in range(w):
-            p0 = np.int16(a0 + b0[j])
-            p1 = np.int16(a1 + b1[j])
-            p2 = np.int16(a2 + b2[j])
-            p3 = np.int16(a3 + b3[j])
+            p0 = _narrow(a0 + b0[j], small)
+            p1 = _narrow(a1 + b1[j], small)
+            p2 = _narrow(a2 + b2[j], small)
+            p3 = _narrow(a3 + b3[j], small)
             mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
             mn[j] = min(mn[j], min(min(p0, p1), min(p2, p3)))
         kk += 4
@@ -101,7 +109,7 @@ def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn):
         a0 = EA[i, kb + kk]
         b0 = EB[kb + kk, j0:j0 + w]
         for j in range(w):
-            p0 = np.int16(a0 + b0[j])
+            p0 = _narrow(a0 + b0[j], small)
             mx[j] = max(mx[j], p0)
             mn[j] = min(mn[j], p0)
         kk += 1
@@ -150,18 +158,20 @@ def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
 
 
 @njit(cache=True)
-def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align):
+def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                   zb):
     """Per output: e_max of the block (products, c = src[j], e_zero), the cut weight
     lsb = 2^(e_max - F), the scale sc = 2^-(e_max - F) (clamped to 2^max_scale; 0 for a
-    non-finite c, which is carried), c cut at lsb (ct), acc = 0."""
+    non-finite c, which is carried), c cut at lsb (ct), acc = 0. A product exponent below
+    ``zb`` marks a zero product."""
     for j in range(w):
         c = src[j]
         finite = c - c == 0
         cz = (c == 0) | (abs(c) < tiny_c)  # tiny_c = 0 unless flush_in
         ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, c_emin)
         m = np.int64(mx[j])
-        e = m if m > _ZERO_BELOW else _NONE
-        e = max(e, ez) if ((mn[j] < _ZERO_BELOW) | cz) else e
+        e = m if m > zb else _NONE
+        e = max(e, ez) if ((mn[j] < zb) | cz) else e
         e = e if cz else max(e, ce)
         e = F if ((e == _NONE) | (not finite)) else e
         lo = e - F
@@ -188,13 +198,14 @@ def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
 
 @njit(parallel=True, cache=True)
 def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
-                has_out, outr, flush_in, max_scale, T, MI, W):
+                has_out, outr, flush_in, max_scale, T, zb, MI, W):
     """D (M, N) float64, holding C, is replaced by the GEMM's result (kernel.matmul).
 
     ``step``, ``outr``: (p, q_lo, max_finite, mode, tiny, big) of the step and output roundings
     (:func:`_round`). ``max_scale``: the largest exponent of a scale 2^-lsb the value dtype
     holds (float32: 126; a larger one only occurs when every product is zero). ``T``: products
-    whose cut values sum exactly in int32 (kernel._int32_terms)."""
+    whose cut values sum exactly in int32 (kernel._int32_terms). ``zb``: exponent sums below it
+    are zero products (kernel._exponents)."""
     M, K = AV.shape
     N = BV.shape[1]
     nib = (M + MI - 1) // MI
@@ -211,8 +222,9 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
         i1 = min(M, i0 + MI)
         j0 = jb * W
         w = min(N, j0 + W) - j0
-        mx = np.empty(w, np.int16)
-        mn = np.empty(w, np.int16)
+        mx = np.empty(w, EA.dtype)
+        mn = np.empty(w, EA.dtype)
+        small = EA.itemsize == 1
         sc = np.empty(w, AV.dtype)
         acc = np.empty(w, np.int32)
         run = np.empty(w, np.float64)
@@ -229,9 +241,9 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
                     src = (zw if c_last else drow) if first else run
                     c_emin = step_emin if (s > 0 or c_last) else out_emin
                     tiny_c = tiny_step if (s > 0 or c_last) else tiny_out
-                    _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn)
+                    _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small)
                     _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
-                                   max_scale, align)
+                                   max_scale, align, zb)
                     for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
                         _cut_products(AV, BV, i, kb + sub, min(T, L - sub), j0, w, sc, acc,
                                       align)

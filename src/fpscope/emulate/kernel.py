@@ -4,9 +4,10 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
 :mod:`fpscope.emulate.reference`; NUMERICS.md section 2), laid out for speed:
 
 * Operands are split once into values and leading exponents. The leading exponent of a nonzero
-  operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``), stored as int16; zeros
+  operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``), stored as int8 where the
+  format's exponents lie in [-20, 20] (fp16, fp8, fp6, fp4), else int16; zeros
   (and subnormals under ``flush_inputs``) get a sentinel far below every real exponent, so
-  ``e_a + e_b`` of a zero product is recognisably below ``_ZERO_BELOW``.
+  ``e_a + e_b`` of a zero product is recognisably below a bound (:func:`_exponent_coding`).
 * Per block of L products and each output element, ``e_max`` is the max of the product
   exponents ``e_a + e_b``, of ``e_zero`` if any term is zero, and of c's exponent.
 * Cutting a term at weight ``2^lsb`` (``lsb = e_max - F``) is cutting the real number
@@ -53,8 +54,6 @@ _KNOWN_FIELDS = frozenset((
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
     "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
-_SENTINEL = -16000  # exponent of a zero operand; e_a + e_b of a zero product < _ZERO_BELOW
-_ZERO_BELOW = -8000
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
 
@@ -125,20 +124,31 @@ def _rounding_args(fmt: Format, mode: str, flush: bool):
     return (fmt.p, q_lo, fmt.max_finite, _MODES[mode], tiny, 2.0 ** (fmt.emax + 1))
 
 
+def _exponent_coding(fmt: Format):
+    """(dtype, sentinel, zero_below) of the exponent arrays. int8 when every exponent e of the
+    format lies in [-20, 20]: real sums lie in [-40, 40], a sentinel -62 plus any real exponent
+    in [-82, -42], two sentinels -124 (no int8 overflow), so "a sum below -41" is exactly "a zero
+    product". int16 otherwise, with sentinel -16000 and bound -8000."""
+    if fmt.emin >= -20 and fmt.emax <= 20:
+        return np.int8, -62, -41
+    return np.int16, -16000, -8000
+
+
 def _exponents(x: np.ndarray, fmt: Format, flush: bool) -> np.ndarray:
-    """int16 leading exponents ``max(floor(log2|x|), emin)``; the sentinel for zeros (and for
-    subnormals when ``flush``). x finite."""
+    """Leading exponents ``max(floor(log2|x|), emin)`` (dtype of :func:`_exponent_coding`);
+    the sentinel for zeros (and for subnormals when ``flush``). x finite."""
+    dtype, sentinel, _ = _exponent_coding(fmt)
     ax = np.abs(x)
     _, e = np.frexp(ax)
     e = np.maximum(e.astype(np.int32) - 1, fmt.emin)
     zero = ax == 0
     if flush:
         zero |= ax < fmt.min_normal
-    return np.where(zero, _SENTINEL, e).astype(np.int16)
+    return np.where(zero, sentinel, e).astype(dtype)
 
 
 def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
-           rows: int = 32, cols: int = 512, threads: int | None = None) -> np.ndarray:
+           rows: int = 64, cols: int = 1024, threads: int | None = None) -> np.ndarray:
     """``D = A @ B + C`` as a chain of ``profile`` instructions, bitwise equal to
     :func:`fpscope.emulate.vectorized.matmul`.
 
@@ -177,8 +187,9 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     EA = _exponents(A0, fin, profile.flush_inputs)
     EB = _exponents(B0, fin, profile.flush_inputs)
     if profile.flush_inputs:
-        A0 = np.where(EA == _SENTINEL, 0.0, A0)
-        B0 = np.where(EB == _SENTINEL, 0.0, B0)
+        sentinel = _exponent_coding(fin)[1]
+        A0 = np.where(EA == sentinel, 0.0, A0)
+        B0 = np.where(EB == sentinel, 0.0, B0)
     vt = _value_dtype(profile, A0, B0)
     AV = np.ascontiguousarray(A0, dtype=vt)
     BV = np.ascontiguousarray(B0, dtype=vt)
@@ -202,7 +213,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
                     has_out, _rounding_args(fo, mo, profile.flush_outputs),
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
-                    _int32_terms(profile), max(1, rows), max(1, cols))
+                    _int32_terms(profile), _exponent_coding(fin)[2], max(1, rows), max(1, cols))
     finally:
         if threads is not None:
             numba.set_num_threads(old)
