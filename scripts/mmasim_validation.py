@@ -41,79 +41,12 @@ import numpy as np
 
 from fpscope.emulate.vectorized import fdpa_batch
 from fpscope.formats import decode, encode
+from fpscope.probes.mmasim_target import MODELS, build_model, model_name
+from fpscope.probes.mmasim_target import from_torch as _from_torch
+from fpscope.probes.mmasim_target import to_torch as _to_torch
 from fpscope.profile import PRESETS, resolve_format
 
-#: preset -> (mmasim class name, arch, shape_and_type). Hopper fp8: mmasim has no Hopper mma.sync
-#: fp8 model (its Hopper mma list has no sm_89 fp8 shapes), only wgmma m64nNk32; the fpscope
-#: fp8 fp32-output presets are the wgmma arithmetic, the fp16-output presets model mma.sync.
-MODELS: dict[str, tuple[str, str, str]] = {
-    "volta-fp16": ("MMA", "Volta", "m8n8k4.f32.f16.f16.f32"),
-    "volta-fp16-fp16out": ("MMA", "Volta", "m8n8k4.f16.f16.f16.f16"),
-    "turing-fp16": ("MMA", "Turing", "m16n8k8.f32.f16.f16.f32"),
-    "turing-fp16-fp16out": ("MMA", "Turing", "m16n8k8.f16.f16.f16.f16"),
-    "ampere-fp16": ("MMA", "Ampere", "m16n8k16.f32.f16.f16.f32"),
-    "ampere-fp16-fp16out": ("MMA", "Ampere", "m16n8k16.f16.f16.f16.f16"),
-    "ampere-bf16": ("MMA", "Ampere", "m16n8k16.f32.bf16.bf16.f32"),
-    "ampere-tf32": ("MMA", "Ampere", "m16n8k8.f32.tf32.tf32.f32"),
-    "ada-fp16": ("MMA", "Ada Lovelace", "m16n8k16.f32.f16.f16.f32"),
-    "ada-fp16-fp16out": ("MMA", "Ada Lovelace", "m16n8k16.f16.f16.f16.f16"),
-    "ada-bf16": ("MMA", "Ada Lovelace", "m16n8k16.f32.bf16.bf16.f32"),
-    "ada-tf32": ("MMA", "Ada Lovelace", "m16n8k8.f32.tf32.tf32.f32"),
-    "ada-e4m3": ("MMA", "Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32"),
-    "ada-e4m3-fp16out": ("MMA", "Ada Lovelace", "m16n8k32.f16.e4m3.e4m3.f16"),
-    "ada-e5m2": ("MMA", "Ada Lovelace", "m16n8k32.f32.e5m2.e5m2.f32"),
-    "ada-e5m2-fp16out": ("MMA", "Ada Lovelace", "m16n8k32.f16.e5m2.e5m2.f16"),
-    "hopper-fp16": ("MMA", "Hopper", "m16n8k16.f32.f16.f16.f32"),
-    "hopper-fp16-fp16out": ("MMA", "Hopper", "m16n8k16.f16.f16.f16.f16"),
-    "hopper-bf16": ("MMA", "Hopper", "m16n8k16.f32.bf16.bf16.f32"),
-    "hopper-tf32": ("MMA", "Hopper", "m16n8k8.f32.tf32.tf32.f32"),
-    "hopper-e4m3": ("WGMMA", "Hopper", "m64n8k32.f32.e4m3.e4m3"),
-    "hopper-e4m3-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e4m3.e4m3"),
-    "hopper-e5m2": ("WGMMA", "Hopper", "m64n8k32.f32.e5m2.e5m2"),
-    "hopper-e5m2-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e5m2.e5m2"),
-}
-
-_PTX_TYPES = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16", "fp8_e4m3fn": "e4m3",
-              "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3", "fp4_e2m1": "e2m1"}
-
-
-def _nv_shape(preset: str) -> tuple[str, str, str]:
-    """The mmasim model of an experimental NVIDIA preset, from its name and formats."""
-    prof = PRESETS[preset]
-    d = "f16" if prof.out_format == "fp16" else "f32"
-    t = _PTX_TYPES[prof.in_format]
-    kind = {"tf32": "tf32", "f16": "f16", "bf16": "f16"}.get(t, "f8f6f4")
-    if preset.startswith("hopper-wgmma-"):
-        return ("WGMMA", "Hopper", f"m64n8k{prof.k}.{d}.{t}.{t}")
-    if preset.startswith("blackwell-tcgen05-"):
-        return ("TCGen05MMA", "Blackwell", f"m64n8k{prof.k}.kind::{kind}.{d}.{t}.{t}")
-    arch = "RTX Blackwell" if preset.startswith("rtx-") else "Blackwell"
-    if t in ("e3m2", "e2m3", "e2m1"):  # sm_120 only
-        return ("MMA", arch, f"m16n8k{prof.k}.kind::f8f6f4.{d}.{t}.{t}.{d}")
-    return ("MMA", arch, f"m16n8k{prof.k}.{d}.{t}.{t}.{d}")
-
-
-MODELS.update((p, _nv_shape(p)) for p in PRESETS
-              if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-")))
-MODELS.update({
-    "cdna1-fp16": ("MFMA", "CDNA1", "f32_16x16x16f16"),
-    "cdna1-bf16": ("MFMA", "CDNA1", "f32_16x16x8bf16"),
-})
-
 GENERATORS = ("bits", "finite", "cancel", "wide", "tiny")
-
-
-def model_name(preset: str) -> str:
-    cls, arch, st = MODELS[preset]
-    return f"{cls}({arch!r}, {st!r})"
-
-
-def build_model(preset: str):
-    import mmasim.nv_ptx as nv
-    from mmasim import amd
-
-    cls, arch, st = MODELS[preset]
-    return getattr(amd if cls == "MFMA" else nv, cls)(arch, st)
 
 
 # -- operand bit patterns ----------------------------------------------------------------------
@@ -246,49 +179,6 @@ def _register(name: str) -> _Layout:
     lay = _layout(name)
     _LAYOUT_NAMES.setdefault(lay, name)
     return lay
-
-
-# -- torch side ----------------------------------------------------------------------------------
-
-def _torch_dtypes():
-    import torch
-
-    return {
-        "fp16": (torch.int16, torch.float16),
-        "bf16": (torch.int16, torch.bfloat16),
-        "fp32": (torch.int32, torch.float32),
-        "tf32": (torch.int32, torch.float32),
-        "fp8_e4m3fn": (torch.uint8, torch.float8_e4m3fn),
-        "fp8_e5m2": (torch.uint8, torch.float8_e5m2),
-        # mmasim holds fp6 / fp4 one per uint8: fp6 in bits 5:0, fp4 in bits 5:2
-        # (helper.decode_uint8_to_fp6_fp4)
-        "fp6_e3m2": (torch.uint8, torch.uint8),
-        "fp6_e2m3": (torch.uint8, torch.uint8),
-        "fp4_e2m1": (torch.uint8, torch.uint8),
-    }
-
-
-def _to_torch(pat: np.ndarray, fmt_name: str):
-    import torch
-
-    itype, ftype = _torch_dtypes()[fmt_name]
-    bits = {torch.int16: 16, torch.int32: 32, torch.uint8: 8}[itype]
-    signed = pat.astype(np.int64)
-    if fmt_name == "fp4_e2m1":
-        signed = signed << 2
-    if itype != torch.uint8:
-        signed = np.where(signed >= 1 << (bits - 1), signed - (1 << bits), signed)
-    t = torch.from_numpy(signed).to(itype)
-    return t if ftype == itype else t.view(ftype)
-
-
-def _from_torch(d, out_name: str) -> np.ndarray:
-    import torch
-
-    itype, _ = _torch_dtypes()[out_name]
-    bits = {torch.int16: 16, torch.int32: 32}[itype]
-    v = d.contiguous().view(itype).numpy().astype(np.int64)
-    return v & ((1 << bits) - 1)
 
 
 # -- comparison ----------------------------------------------------------------------------------

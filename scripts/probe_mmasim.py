@@ -4,7 +4,7 @@
 Usage: python scripts/probe_mmasim.py [--cases N] [--preset NAME ...] [--seed S]
 
 Issue 4's validation: for each mmasim model (``mmasim`` package, Xie et al., arXiv 2511.10909;
-the preset -> model table of scripts/mmasim_validation.py), ``fpscope.probes.probe`` sees only
+the preset -> model table of fpscope.probes.mmasim_target), ``fpscope.probes.probe`` sees only
 ``D = op(A, B, C)`` (operands padded into the instruction's m x n x k tiles), assembles a
 profile, and the closed loop (``fpscope.probes.validate``, random bit patterns, cancellation,
 wide-exponent, subnormal, zero-block and near-overflow generators) compares that profile's
@@ -16,69 +16,18 @@ fpscope's preset of the same name (unobservable fields excluded), and the time.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
-
-from fpscope.formats import decode, encode
-from fpscope.probes.blackbox import MatrixTarget
 from fpscope.probes.driver import probe
-from fpscope.profile import PRESETS, resolve_format
-
-_HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("mmasim_validation", _HERE / "mmasim_validation.py")
-mv = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("mmasim_validation", mv)
-_spec.loader.exec_module(mv)
+from fpscope.probes.mmasim_target import MODELS, MmasimTarget, model_name
+from fpscope.profile import PRESETS
 
 #: Profile fields compared with the preset (documentation and library-level fields left out;
 #: nan_bits too: the float64 interface of a black box carries no NaN payload)
 _FIELDS = ("block_size", "k", "frac_bits", "alignment", "step_rounding", "output_rounding",
            "k_order", "c_entry", "neg_zero_to_pos", "operand_conversion",
            "e_zero", "flush_inputs", "flush_outputs")
-
-
-class MmasimTarget(MatrixTarget):
-    """An mmasim instruction model as a black box: A (M, K), B (K, N), C (M, N) are cut into
-    the instruction's m x n tiles (zero-padded) and each tile is one model call."""
-
-    def __init__(self, preset: str):
-        prof = PRESETS[preset]
-        self.op = mv.build_model(preset)
-        super().__init__(f"mmasim:{mv.model_name(preset)}", prof.in_format, prof.out_format,
-                         k=self.op.k)
-        # mmasim takes tf32 operands as fp32 bit patterns
-        self.in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
-        mv._register(self.in_name)
-        mv._register(prof.out_format)
-
-    def _call(self, A, B, C):
-        import torch
-
-        m, n = self.op.m, self.op.n
-        M, N = C.shape
-        Mp, Np = -(-M // m) * m, -(-N // n) * n
-        fin, fout = resolve_format(self.in_name), resolve_format(self.out_format)
-        Ap = np.zeros((Mp, A.shape[1]))
-        Ap[:M] = A
-        Bp = np.zeros((B.shape[0], Np))
-        Bp[:, :N] = B
-        Cp = np.zeros((Mp, Np))
-        Cp[:M, :N] = C
-        At = mv._to_torch(encode(Ap, fin).astype(np.int64), self.in_name)
-        Bt = mv._to_torch(encode(Bp, fin).astype(np.int64), self.in_name)
-        Ct = mv._to_torch(encode(Cp, fout).astype(np.int64), self.out_format)
-        D = np.empty((Mp, Np), dtype=np.int64)
-        with torch.no_grad():
-            for i in range(0, Mp, m):
-                for j in range(0, Np, n):
-                    d = self.op(At[i:i + m].contiguous(), Bt[:, j:j + n].contiguous(),
-                                Ct[i:i + m, j:j + n].contiguous())
-                    D[i:i + m, j:j + n] = mv._from_torch(d, self.out_format)
-        return decode(D[:M, :N].astype(np.uint64), fout)
 
 
 def _differs(found, preset: str, not_observable) -> list[str]:
@@ -93,7 +42,7 @@ def run(preset: str, cases: int, seed: int = 0) -> dict:
     prof = PRESETS[preset]
     rep = probe(target, prof.in_format, prof.out_format, cases=cases, seed=seed)
     v = rep.validation or {}
-    return {"preset": preset, "model": mv.model_name(preset), "fits": rep.fits,
+    return {"preset": preset, "model": model_name(preset), "fits": rep.fits,
             "reason": rep.reason, "accepted": rep.accepted,
             "matched": v.get("matched", 0), "cases": v.get("cases", 0),
             "differs": _differs(rep.profile, preset, rep.not_observable)
@@ -107,7 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", action="append")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    names = args.preset or list(mv.MODELS)
+    names = args.preset or list(MODELS)
     print(f"{'preset':28s} {'result':9s} {'validation':>17s} {'time':>7s}  differs from preset / "
           f"why not")
     bad = 0

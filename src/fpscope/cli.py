@@ -140,8 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
         "validation finds a mismatch.",
         epilog=EPILOG_PROBE, formatter_class=argparse.RawDescriptionHelpFormatter)
     pb.add_argument("target", help="sim:PRESET (a simulated preset, see 'fpscope profiles'), "
-                    "torch.matmul (CUDA when available; torch.matmul:cpu to force the CPU), or "
-                    "package.module:function, a callable (A, B, C) -> D of float64 arrays")
+                    "mmasim:PRESET (mmasim's model of that instruction), numpy.matmul (the CPU "
+                    "BLAS), torch.matmul (CUDA when available; torch.matmul:cpu to force the "
+                    "CPU), or package.module:function, a callable (A, B, C) -> D of float64 "
+                    "arrays")
     pb.add_argument("--in-format", required=True, help="format of A and B (fp16, bf16, tf32, "
                     "fp8_e4m3fn, fp32, ...)")
     pb.add_argument("--out-format", help="format of C and D (default: the target's; callables: "
@@ -151,8 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--cases", type=int, default=2000,
                     help="random outputs of the closed-loop validation (default 2000; 0 skips)")
     pb.add_argument("--seed", type=int, default=0)
-    pb.add_argument("--format", default="text", choices=["text", "json"],
-                    help="print the report as text (default) or JSON")
+    pb.add_argument("--format", default="text", choices=["text", "json", "html"],
+                    help="print the report as text (default), JSON or a static HTML page")
+    pb.add_argument("--record", help="also write an fpscope.record/1 record (kind 'probe': "
+                    "report, profile, environment) to this file")
     pb.add_argument("-o", "--output", help="write the profile found (fpscope.profile/1 JSON) "
                     "to this file")
     pb.add_argument("--force", action="store_true", help="replace an existing -o file")
@@ -188,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(search the grid as for an unknown device)")
     ft.add_argument("--format", default="text", choices=["text", "json"])
     ft.add_argument("-o", "--output", help="write the best profile (JSON) here")
+    ft.add_argument("--record", help="also write an fpscope.record/1 record (kind 'fit': the "
+                    "result, the profile, the environment) to this file")
     ft.add_argument("--force", action="store_true", help="replace an existing output file")
 
     df = sub.add_parser(
@@ -379,10 +385,9 @@ def cmd_sweep(args) -> int:
 
     from rich.console import Console
 
-    from .targets.base import TargetError
-
     from .summary import summarize
     from .sweep import sweep
+    from .targets.base import TargetError
 
     name, values = _parse_sweep(args.sweep)
     if args.format in ("svg", "png", "dot"):
@@ -449,12 +454,12 @@ def cmd_reveal(args) -> int:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
     if args.sweep:
         return cmd_sweep(args)
+    from pathlib import Path
+
     from .environment import capture_environment
     from .record import dumps, new_record, write_record
     from .reveal import RevealError, reveal
     from .summary import summarize
-
-    from pathlib import Path
 
     for path in (args.record, args.output):
         if path and Path(path).exists() and not args.force:
@@ -802,9 +807,12 @@ def cmd_probe(args) -> int:
         raise UsageError(f"--cases must be 0 or more, got {args.cases}")
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be at least 1, got {args.k}")
-    if args.output and Path(args.output).exists() and not args.force:
-        raise UsageError(f"{args.output} exists; choose another name or pass --force to replace it")
+    for out in (args.output, args.record):
+        if out and Path(out).exists() and not args.force:
+            raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+    from .environment import capture_environment as capture
     from .profile import resolve_format
+    from .record import new_record, write_record
 
     for what, name in (("--in-format", args.in_format), ("--out-format", args.out_format)):
         if name is not None:
@@ -815,8 +823,13 @@ def cmd_probe(args) -> int:
     target = make_matrix_target(args.target, args.in_format, args.out_format, k=args.k)
     rep = probe(target, args.in_format, args.out_format, k=args.k, cases=args.cases,
                 seed=args.seed)
+    env = capture() if (args.record or args.format == "html") else None
     if args.format == "json":
         sys.stdout.write(json.dumps(rep.to_dict(), indent=2) + "\n")
+    elif args.format == "html":
+        from .report import probe_page
+
+        sys.stdout.write(probe_page(rep.to_dict(), env))
     else:
         sys.stdout.write(rep.to_text())
     if args.output:
@@ -824,8 +837,14 @@ def cmd_probe(args) -> int:
             print(f"fpscope: no profile to write to {args.output}: the op does not fit a "
                   f"fused-block model", file=sys.stderr)
         else:
-            Path(args.output).write_text(rep.profile.to_json() + "\n", encoding="utf-8")
+            write_record(rep.profile.to_dict(), args.output, overwrite=args.force)
             print(f"profile written to {args.output}", file=sys.stderr)
+    if args.record:
+        d = rep.to_dict()
+        rec = new_record("probe", target=d.pop("target"), profile=d.pop("profile"),
+                         validation=d.pop("validation"), probe=d, environment=env)
+        write_record(rec, args.record, overwrite=args.force)
+        print(f"record written to {args.record}", file=sys.stderr)
     return 0 if rep.fits else 1
 
 
@@ -835,8 +854,9 @@ def cmd_fit(args) -> int:
     from .fit import FitError, fit, load_recording
 
     out = Path(args.output) if args.output else None
-    if out is not None and out.exists() and not args.force:
-        raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+    for path in (args.output, args.record):
+        if path and Path(path).exists() and not args.force:
+            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
     try:
         rec = load_recording(args.recording, args.out)
     except FitError as exc:
@@ -855,6 +875,18 @@ def cmd_fit(args) -> int:
                                                   f"{rec.source}").to_dict(), out,
                      overwrite=args.force)
         print(f"profile written to {out}", file=sys.stderr)
+    if args.record:
+        from .environment import capture_environment as capture
+        from .record import new_record, write_record
+
+        d = res.to_dict()
+        write_record(new_record("fit", target={"name": "recording", "source": rec.source,
+                                               "samples": len(rec.a), "K": rec.K,
+                                               "in_format": rec.in_format,
+                                               "out_format": rec.out_format},
+                                profile=d.pop("profile"), fit=d, environment=capture()),
+                     args.record, overwrite=args.force)
+        print(f"record written to {args.record}", file=sys.stderr)
     return 0 if res.exact else 1
 
 

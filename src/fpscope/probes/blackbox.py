@@ -175,6 +175,26 @@ class CallableTarget(MatrixTarget):
         return self.fn(A.copy(), B.copy(), C.copy())
 
 
+class NumpyMatmulTarget(MatrixTarget):
+    """``np.matmul(A, B) + C`` in float32 or float64 (the CPU BLAS GEMM, then a separate add:
+    a "c added last" arithmetic).
+
+    Raises:
+        ProbeError: a format other than fp32 / fp64.
+    """
+
+    def __init__(self, in_format: str = "fp32"):
+        fin = resolve_format(in_format)
+        if fin.name not in ("fp32", "fp64"):
+            raise ProbeError(f"numpy.matmul: --in-format must be fp32 or fp64, not {in_format!r}")
+        super().__init__("numpy.matmul", fin.name, fin.name, k=None)
+        self.dtype = np.float32 if fin.name == "fp32" else np.float64
+
+    def _call(self, A, B, C):
+        a, b, c = (np.ascontiguousarray(x, dtype=self.dtype) for x in (A, B, C))
+        return (np.matmul(a, b) + c).astype(np.float64)
+
+
 _TORCH_NAMES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
@@ -234,8 +254,10 @@ class TorchMatmulTarget(MatrixTarget):
 
 def make_matrix_target(spec: str, in_format: str | None = None, out_format: str | None = None,
                        k: int | None = None) -> MatrixTarget:
-    """A target from a name: ``sim:PRESET``, ``torch.matmul`` (``torch.matmul:cuda`` for the GPU;
-    plain ``torch.matmul`` uses CUDA when available), or ``package.module:function``.
+    """A target from a name: ``sim:PRESET``, ``mmasim:PRESET`` (mmasim's model of the preset's
+    instruction), ``numpy.matmul`` (the CPU BLAS, fp32 or fp64), ``torch.matmul``
+    (``torch.matmul:cuda`` for the GPU; plain ``torch.matmul`` uses CUDA when available), or
+    ``package.module:function``.
 
     Raises:
         ProbeError: unknown preset, bad format, import failure, a format that does not match.
@@ -252,6 +274,17 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
             if given is not None and resolve_format(given).name != resolve_format(have).name:
                 raise ProbeError(f"{spec} has {what} {have}, not {given}")
         return SimulatedTarget(prof)
+    if spec.startswith("mmasim:"):
+        from .mmasim_target import MmasimTarget
+
+        t = MmasimTarget(spec[7:])
+        for what, given, have in (("--in-format", in_format, t.in_format),
+                                  ("--out-format", out_format, t.out_format)):
+            if given is not None and resolve_format(given).name != have:
+                raise ProbeError(f"{spec} has {what} {have}, not {given}")
+        return t
+    if spec == "numpy.matmul":
+        return NumpyMatmulTarget(in_format or "fp32")
     if spec in ("torch.matmul", "torch.matmul:cpu", "torch.matmul:cuda"):
         device = spec.partition(":")[2]
         if not device:
@@ -276,8 +309,8 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
         if in_format is None:
             raise ProbeError(f"{spec}: give --in-format")
         return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k)
-    raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, torch.matmul or "
-                     f"package.module:function")
+    raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, mmasim:PRESET, numpy.matmul, "
+                     f"torch.matmul or package.module:function")
 
 
 # -- helpers used by the probes --------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""MMA-Sim's instruction models (the ``mmasim`` package, Xie et al., arXiv 2511.10909) as
+black-box targets of the probe suite, and the table of which model each preset describes.
+
+``MmasimTarget(preset)`` runs ``D = op(A, B, C)`` through mmasim's model of the preset's
+instruction: the operands are encoded to the instruction's types (tf32 as fp32 bit patterns,
+fp6/fp4 one per byte as mmasim holds them) and cut into its m x n x k tiles, zero-padded. The
+CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are imported on first use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import decode, encode
+from ..profile import PRESETS, resolve_format
+from .blackbox import MatrixTarget, ProbeError
+
+__all__ = ["MODELS", "MmasimTarget", "build_model", "from_torch", "model_name", "to_torch"]
+
+#: preset -> (mmasim class name, arch, shape_and_type). Hopper fp8: mmasim has no Hopper mma.sync
+#: fp8 model (its Hopper mma list has no sm_89 fp8 shapes), only wgmma m64nNk32; the fpscope
+#: fp8 fp32-output presets are the wgmma arithmetic, the fp16-output presets model mma.sync.
+MODELS: dict[str, tuple[str, str, str]] = {
+    "volta-fp16": ("MMA", "Volta", "m8n8k4.f32.f16.f16.f32"),
+    "volta-fp16-fp16out": ("MMA", "Volta", "m8n8k4.f16.f16.f16.f16"),
+    "turing-fp16": ("MMA", "Turing", "m16n8k8.f32.f16.f16.f32"),
+    "turing-fp16-fp16out": ("MMA", "Turing", "m16n8k8.f16.f16.f16.f16"),
+    "ampere-fp16": ("MMA", "Ampere", "m16n8k16.f32.f16.f16.f32"),
+    "ampere-fp16-fp16out": ("MMA", "Ampere", "m16n8k16.f16.f16.f16.f16"),
+    "ampere-bf16": ("MMA", "Ampere", "m16n8k16.f32.bf16.bf16.f32"),
+    "ampere-tf32": ("MMA", "Ampere", "m16n8k8.f32.tf32.tf32.f32"),
+    "ada-fp16": ("MMA", "Ada Lovelace", "m16n8k16.f32.f16.f16.f32"),
+    "ada-fp16-fp16out": ("MMA", "Ada Lovelace", "m16n8k16.f16.f16.f16.f16"),
+    "ada-bf16": ("MMA", "Ada Lovelace", "m16n8k16.f32.bf16.bf16.f32"),
+    "ada-tf32": ("MMA", "Ada Lovelace", "m16n8k8.f32.tf32.tf32.f32"),
+    "ada-e4m3": ("MMA", "Ada Lovelace", "m16n8k32.f32.e4m3.e4m3.f32"),
+    "ada-e4m3-fp16out": ("MMA", "Ada Lovelace", "m16n8k32.f16.e4m3.e4m3.f16"),
+    "ada-e5m2": ("MMA", "Ada Lovelace", "m16n8k32.f32.e5m2.e5m2.f32"),
+    "ada-e5m2-fp16out": ("MMA", "Ada Lovelace", "m16n8k32.f16.e5m2.e5m2.f16"),
+    "hopper-fp16": ("MMA", "Hopper", "m16n8k16.f32.f16.f16.f32"),
+    "hopper-fp16-fp16out": ("MMA", "Hopper", "m16n8k16.f16.f16.f16.f16"),
+    "hopper-bf16": ("MMA", "Hopper", "m16n8k16.f32.bf16.bf16.f32"),
+    "hopper-tf32": ("MMA", "Hopper", "m16n8k8.f32.tf32.tf32.f32"),
+    "hopper-e4m3": ("WGMMA", "Hopper", "m64n8k32.f32.e4m3.e4m3"),
+    "hopper-e4m3-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e4m3.e4m3"),
+    "hopper-e5m2": ("WGMMA", "Hopper", "m64n8k32.f32.e5m2.e5m2"),
+    "hopper-e5m2-fp16out": ("WGMMA", "Hopper", "m64n8k32.f16.e5m2.e5m2"),
+}
+
+_PTX_TYPES = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16", "fp8_e4m3fn": "e4m3",
+              "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3", "fp4_e2m1": "e2m1"}
+
+
+def _nv_shape(preset: str) -> tuple[str, str, str]:
+    """The mmasim model of an experimental NVIDIA preset, from its name and formats."""
+    prof = PRESETS[preset]
+    d = "f16" if prof.out_format == "fp16" else "f32"
+    t = _PTX_TYPES[prof.in_format]
+    kind = {"tf32": "tf32", "f16": "f16", "bf16": "f16"}.get(t, "f8f6f4")
+    if preset.startswith("hopper-wgmma-"):
+        return ("WGMMA", "Hopper", f"m64n8k{prof.k}.{d}.{t}.{t}")
+    if preset.startswith("blackwell-tcgen05-"):
+        return ("TCGen05MMA", "Blackwell", f"m64n8k{prof.k}.kind::{kind}.{d}.{t}.{t}")
+    arch = "RTX Blackwell" if preset.startswith("rtx-") else "Blackwell"
+    if t in ("e3m2", "e2m3", "e2m1"):  # sm_120 only
+        return ("MMA", arch, f"m16n8k{prof.k}.kind::f8f6f4.{d}.{t}.{t}.{d}")
+    return ("MMA", arch, f"m16n8k{prof.k}.{d}.{t}.{t}.{d}")
+
+
+MODELS.update((p, _nv_shape(p)) for p in PRESETS
+              if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-")))
+MODELS.update({
+    "cdna1-fp16": ("MFMA", "CDNA1", "f32_16x16x16f16"),
+    "cdna1-bf16": ("MFMA", "CDNA1", "f32_16x16x8bf16"),
+})
+
+def model_name(preset: str) -> str:
+    cls, arch, st = MODELS[preset]
+    return f"{cls}({arch!r}, {st!r})"
+
+
+def build_model(preset: str):
+    import mmasim.nv_ptx as nv
+    from mmasim import amd
+
+    cls, arch, st = MODELS[preset]
+    return getattr(amd if cls == "MFMA" else nv, cls)(arch, st)
+
+
+
+def torch_dtypes():
+    import torch
+
+    return {
+        "fp16": (torch.int16, torch.float16),
+        "bf16": (torch.int16, torch.bfloat16),
+        "fp32": (torch.int32, torch.float32),
+        "tf32": (torch.int32, torch.float32),
+        "fp8_e4m3fn": (torch.uint8, torch.float8_e4m3fn),
+        "fp8_e5m2": (torch.uint8, torch.float8_e5m2),
+        # mmasim holds fp6 / fp4 one per uint8: fp6 in bits 5:0, fp4 in bits 5:2
+        # (helper.decode_uint8_to_fp6_fp4)
+        "fp6_e3m2": (torch.uint8, torch.uint8),
+        "fp6_e2m3": (torch.uint8, torch.uint8),
+        "fp4_e2m1": (torch.uint8, torch.uint8),
+    }
+
+
+def to_torch(pat: np.ndarray, fmt_name: str):
+    import torch
+
+    itype, ftype = torch_dtypes()[fmt_name]
+    bits = {torch.int16: 16, torch.int32: 32, torch.uint8: 8}[itype]
+    signed = pat.astype(np.int64)
+    if fmt_name == "fp4_e2m1":
+        signed = signed << 2
+    if itype != torch.uint8:
+        signed = np.where(signed >= 1 << (bits - 1), signed - (1 << bits), signed)
+    t = torch.from_numpy(signed).to(itype)
+    return t if ftype == itype else t.view(ftype)
+
+
+def from_torch(d, out_name: str) -> np.ndarray:
+    import torch
+
+    itype, _ = torch_dtypes()[out_name]
+    bits = {torch.int16: 16, torch.int32: 32}[itype]
+    v = d.contiguous().view(itype).numpy().astype(np.int64)
+    return v & ((1 << bits) - 1)
+
+
+
+class MmasimTarget(MatrixTarget):
+    """An mmasim instruction model as a black box (module docstring).
+
+    Raises:
+        ProbeError: no mmasim model for the preset, or mmasim / torch missing.
+    """
+
+    def __init__(self, preset: str):
+        if preset not in MODELS:
+            raise ProbeError(f"no mmasim model for {preset!r}; models: {', '.join(MODELS)}")
+        try:
+            self.op = build_model(preset)
+        except ImportError:
+            raise ProbeError("mmasim is not installed; pip install mmasim") from None
+        prof = PRESETS[preset]
+        super().__init__(f"mmasim:{model_name(preset)}", prof.in_format, prof.out_format,
+                         k=self.op.k)
+        self.in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
+
+    def _call(self, A, B, C):
+        import torch
+
+        m, n = self.op.m, self.op.n
+        M, N = C.shape
+        Mp, Np = -(-M // m) * m, -(-N // n) * n
+        fin, fout = resolve_format(self.in_name), resolve_format(self.out_format)
+        Ap = np.zeros((Mp, A.shape[1]))
+        Ap[:M] = A
+        Bp = np.zeros((B.shape[0], Np))
+        Bp[:, :N] = B
+        Cp = np.zeros((Mp, Np))
+        Cp[:M, :N] = C
+        At = to_torch(encode(Ap, fin).astype(np.int64), self.in_name)
+        Bt = to_torch(encode(Bp, fin).astype(np.int64), self.in_name)
+        Ct = to_torch(encode(Cp, fout).astype(np.int64), self.out_format)
+        D = np.empty((Mp, Np), dtype=np.int64)
+        with torch.no_grad():
+            for i in range(0, Mp, m):
+                for j in range(0, Np, n):
+                    d = self.op(At[i:i + m].contiguous(), Bt[:, j:j + n].contiguous(),
+                                Ct[i:i + m, j:j + n].contiguous())
+                    D[i:i + m, j:j + n] = from_torch(d, self.out_format)
+        return decode(D[:M, :N].astype(np.uint64), fout)
