@@ -243,3 +243,22 @@ def test_subprocess_exit_codes(baseline):
     env["FPSCOPE_TEST_ORDER"] = "sequential"
     p = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
+
+
+def test_gate_on_a_probe_record(tmp_path, capsys):
+    """A probe baseline is re-probed live: unchanged arithmetic passes, another instruction
+    (a different target) fails with the first differing parameter, tolerant is refused."""
+    from fpscope.cli import main as cli_main
+
+    base = tmp_path / "probe.json"
+    assert cli_main(["probe", "sim:hopper-fp16", "--in-format", "fp16", "--cases", "256",
+                     "--record", str(base)]) == 0
+    capsys.readouterr()
+    assert cli_main(["gate", str(base)]) == 0
+    assert "same arithmetic" in capsys.readouterr().out
+    assert cli_main(["gate", str(base), "--target", "sim:ampere-fp16"]) == 1
+    assert "block_size" in capsys.readouterr().out
+    assert cli_main(["gate", str(base), "--policy", "tolerant"]) == 2
+    assert "tolerant" in capsys.readouterr().err
+    assert cli_main(["gate", str(base), "--policy", "record"]) == 0
+    assert (tmp_path / "probe.new.json").is_file()

@@ -841,8 +841,9 @@ def cmd_probe(args) -> int:
             print(f"profile written to {args.output}", file=sys.stderr)
     if args.record:
         d = rep.to_dict()
-        rec = new_record("probe", target=d.pop("target"), profile=d.pop("profile"),
-                         validation=d.pop("validation"), probe=d, environment=env)
+        rec = new_record("probe", target={**d.pop("target"), "spec": args.target},
+                         profile=d.pop("profile"), validation=d.pop("validation"), probe=d,
+                         environment=env)
         write_record(rec, args.record, overwrite=args.force)
         print(f"record written to {args.record}", file=sys.stderr)
     return 0 if rep.fits else 1

@@ -209,8 +209,9 @@ def _load_baseline(path) -> dict:
         rec = load_record(path)
     except RecordError as exc:
         raise GateError(str(exc).splitlines()[0]) from None
-    if rec.get("kind", "reveal") != "reveal":
-        raise GateError(f"{path} is a {rec.get('kind')!r} record; gate reads reveal records")
+    if rec.get("kind", "reveal") not in ("reveal", "probe"):
+        raise GateError(f"{path} is a {rec.get('kind')!r} record; gate reads reveal and probe "
+                        f"records")
     return rec
 
 
@@ -253,6 +254,8 @@ def gate(
     if samples < 1:
         raise GateError(f"--samples must be at least 1, got {samples}")
     rec = _load_baseline(baseline)
+    if rec.get("kind") == "probe":
+        return _gate_probe(rec, str(baseline), target, policy, record, force)
     try:
         base = side_from_record(rec, str(baseline))
     except (DiffError, RecordError, TreeError, ValueError) as exc:
@@ -295,6 +298,65 @@ def gate(
                       baseline_accuracy=rec.get("accuracy"),
                       ulps=float(ulps) if policy == "tolerant" else None,
                       record_path=written, notes=notes)
+
+
+def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, record, force: bool
+                ) -> GateResult:
+    """Re-probe a probe record's target and compare the profiles (fpscope.diff): "bitwise"
+    passes when the arithmetic is the same and the live profile validates bit for bit;
+    "record" writes the live probe record; "tolerant" has no meaning for node arithmetic."""
+    from .diff import diff_profiles
+    from .environment import capture_environment
+    from .probes.blackbox import ProbeError, make_matrix_target
+    from .probes.driver import probe
+    from .profile import Profile
+
+    if policy == "tolerant":
+        raise GateError("--policy tolerant applies to reveal records; a probe record is gated "
+                        "bitwise (or use --policy record)")
+    t = rec.get("target") or {}
+    spec = target or t.get("spec")
+    if not isinstance(spec, str) or not rec.get("profile"):
+        raise GateError(f"{baseline}: the probe record has no target spec or no profile "
+                        f"(written by an older fpscope?); give --target")
+    try:
+        base_profile = Profile.from_dict(rec["profile"])
+    except ValueError as exc:
+        raise GateError(f"{baseline}: bad profile: {str(exc).splitlines()[0]}") from None
+    out = Path(record) if record is not None else (
+        default_record_path(baseline) if policy == "record" else None)
+    if out is not None and out.exists() and not force:
+        raise GateError(f"{out} exists; choose another name (--record) or pass --force to replace it")
+    probe_info = rec.get("probe") or {}
+    try:
+        live_target = make_matrix_target(spec, t.get("in_format"), t.get("out_format"),
+                                          k=probe_info.get("k"))
+        rep = probe(live_target, t.get("in_format"), t.get("out_format"), k=probe_info.get("k"))
+    except ProbeError as exc:
+        raise GateError(str(exc)) from None
+    if rep.profile is None:
+        d = DiffResult("profile", "different arithmetic", False,
+                       notes=[f"the live op does not fit a fused-block model: {rep.reason}"])
+    else:
+        d = diff_profiles(base_profile, rep.profile)
+    notes = []
+    if rep.validation is not None and not rep.validation["accepted"]:
+        notes.append("note: the live profile does not validate bit for bit against the live op")
+    if policy == "bitwise":
+        passed = d.same and rep.accepted
+        reason = d.verdict if rep.accepted else f"{d.verdict}; live validation failed"
+    else:
+        passed, reason = True, f"{d.verdict}; live record written"
+    written = None
+    if out is not None:
+        live = rep.to_dict()
+        live_rec = new_record("probe", target={**live.pop("target"), "spec": spec},
+                              profile=live.pop("profile"), validation=live.pop("validation"),
+                              probe=live, environment=capture_environment())
+        write_record(live_rec, out, overwrite=force)
+        written = str(out)
+    return GateResult(policy=policy, passed=passed, reason=reason, baseline=baseline,
+                      target=spec, diff=d, record_path=written, notes=notes)
 
 
 def _tolerant(d: DiffResult, acc: dict | None, ulps: float) -> tuple[bool, str]:
