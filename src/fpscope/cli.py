@@ -457,9 +457,8 @@ def cmd_reveal(args) -> int:
     from pathlib import Path
 
     from .environment import capture_environment
-    from .record import dumps, new_record, write_record
+    from .record import dumps, reveal_record, write_record
     from .reveal import RevealError, reveal
-    from .summary import summarize
 
     for path in (args.record, args.output):
         if path and Path(path).exists() and not args.force:
@@ -483,24 +482,7 @@ def cmd_reveal(args) -> int:
             res, failure = exc.result, exc  # report the tree and the failed replay, then exit 1
         finally:
             finish()
-        record = new_record(
-            "reveal",
-            target=target.spec(),
-            tree=res.tree.to_json(),
-            summary=summarize(res.tree),
-            accumulator=res.accumulator,
-            probe={
-                "algorithm": res.algorithm,
-                "mask": res.mask.to_json(),
-                "calls": res.stats.calls,
-                "probes": res.stats.probes,
-                "seconds": round(res.stats.seconds, 6),
-                "seed": args.seed,
-                "checks": res.stats.checks,
-            },
-            environment=capture_environment(),
-            validation={"replay": res.replay} if res.replay else {},
-        )
+        record = reveal_record(target, res, args.seed, capture_environment())
         if args.record or args.format == "json":  # accuracy vs the exact sum, for records (fpscope.accuracy)
             from .accuracy import record_accuracy
 

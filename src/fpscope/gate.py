@@ -24,6 +24,7 @@ from pathlib import Path
 from .accuracy import DEFAULT_SAMPLES, record_accuracy
 from .diff import DiffError, DiffResult, diff_trees, side_from_record
 from .record import RecordError, load_record, new_record, write_record
+from .record import reveal_record as build_reveal_record
 from .targets import make_target
 from .targets.base import Target
 from .tree import TreeError
@@ -95,7 +96,6 @@ def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES)
     """
     from .environment import capture_environment
     from .reveal import RevealError, reveal
-    from .summary import summarize
 
     failure = None
     try:
@@ -104,26 +104,8 @@ def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES)
         if getattr(exc, "result", None) is None:
             raise
         res, failure = exc.result, exc
-    # the same record as cli.cmd_reveal writes
-    record = new_record(
-        "reveal",
-        target=target.spec(),
-        tree=res.tree.to_json(),
-        summary=summarize(res.tree),
-        accumulator=res.accumulator,
-        probe={
-            "algorithm": res.algorithm,
-            "mask": res.mask.to_json(),
-            "calls": res.stats.calls,
-            "probes": res.stats.probes,
-            "seconds": round(res.stats.seconds, 6),
-            "seed": seed,
-            "checks": res.stats.checks,
-        },
-        environment=capture_environment(),
-        validation={"replay": res.replay} if res.replay else {},
-        accuracy=record_accuracy(target, samples=samples),
-    )
+    record = build_reveal_record(target, res, seed, capture_environment(),
+                                 accuracy=record_accuracy(target, samples=samples))
     return record, res, failure
 
 

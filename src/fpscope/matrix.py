@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +35,7 @@ from pathlib import Path
 __all__ = [
     "LIBRARIES", "OPS", "SUITES", "Block", "Cell", "CellResult", "MatrixError", "MatrixResult",
     "agreement_rows", "available_libraries", "check_output", "columns", "compare_cells",
-    "prepare_output", "run_matrix", "suite_cells", "write_text_atomic",
+    "prepare_output", "run_matrix", "suite_cells",
 ]
 
 #: Libraries in the order of the report's columns.
@@ -422,54 +420,14 @@ def prepare_output(out_dir, force: bool = False) -> Path:
     return out
 
 
-def write_text_atomic(path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename.
-
-    Raises:
-        OSError: the folder is missing or not writable.
-    """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 # -- running ---------------------------------------------------------------------------------------
 
 def _reveal_record(target, res, seed: int, cell: Cell, environment: dict) -> dict:
     """A reveal record like ``fpscope reveal --record`` writes, plus the cell's conditions."""
-    from .record import new_record
-    from .summary import summarize
+    from .record import reveal_record
 
-    return new_record(
-        "reveal",
-        target=target.spec(),
-        tree=res.tree.to_json(),
-        summary=summarize(res.tree),
-        accumulator=res.accumulator,
-        probe={
-            "algorithm": res.algorithm,
-            "mask": res.mask.to_json(),
-            "calls": res.stats.calls,
-            "probes": res.stats.probes,
-            "seconds": round(res.stats.seconds, 6),
-            "seed": seed,
-            "checks": res.stats.checks,
-        },
-        environment=environment,
-        validation={"replay": res.replay} if res.replay else {},
-        matrix={"op": cell.op, "library": cell.library},
-    )
+    return reveal_record(target, res, seed, environment,
+                         matrix={"op": cell.op, "library": cell.library})
 
 
 def _tree_id(k: int) -> str:

@@ -198,8 +198,18 @@ def write_record(record: dict, path, overwrite: bool = False) -> Path:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise RecordError(f"folder {folder} does not exist")
-    text = dumps(record)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    return write_text_atomic(path, dumps(record))
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same folder and a
+    rename, so that a reader never sees half a file.
+
+    Raises:
+        OSError: the folder is missing or not writable.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a record is an ordinary file
@@ -212,6 +222,33 @@ def write_record(record: dict, path, overwrite: bool = False) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def reveal_record(target, res, seed: int, environment: dict, **parts) -> dict:
+    """The reveal record of ``res`` (a :class:`fpscope.reveal.RevealResult` of ``target``): the
+    one layout ``fpscope reveal --record``, ``fpscope gate`` and ``fpscope matrix`` write;
+    ``parts`` adds entries (accuracy, matrix, ...)."""
+    from .summary import summarize
+
+    return new_record(
+        "reveal",
+        target=target.spec(),
+        tree=res.tree.to_json(),
+        summary=summarize(res.tree),
+        accumulator=res.accumulator,
+        probe={
+            "algorithm": res.algorithm,
+            "mask": res.mask.to_json(),
+            "calls": res.stats.calls,
+            "probes": res.stats.probes,
+            "seconds": round(res.stats.seconds, 6),
+            "seed": seed,
+            "checks": res.stats.checks,
+        },
+        environment=environment,
+        validation={"replay": res.replay} if res.replay else {},
+        **parts,
+    )
 
 
 def load_record(path) -> dict:

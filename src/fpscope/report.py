@@ -28,8 +28,8 @@ from .matrix import (
     MatrixResult,
     agreement_rows,
     columns,
-    write_text_atomic,
 )
+from .record import write_text_atomic
 
 __all__ = ["render_html", "tree_pictures", "write_report"]
 
