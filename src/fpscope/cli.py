@@ -16,7 +16,7 @@ from rich.markup import escape
 EPILOG_REVEAL = """examples:
   fpscope reveal                                  numpy.sum, n = 1024, float32
   fpscope reveal numpy.sum --n 100 --dtype fp16
-  fpscope reveal numpy.sum --shape 1000x2 --axis 0 --index 1
+  fpscope reveal numpy.add.reduce --shape 1000x2 --axis 0 --index 1
   fpscope reveal numpy.cumsum --n 64 --index 40
   fpscope reveal numpy.matmul --n 256 --format json > mm.json
   fpscope reveal torch.matmul --shape 1x512x512 --record mv.json
@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--k", type=int, help="K of the probe calls for targets that take any K "
                     "(default 32); a callable with a fixed K needs its K here")
     pb.add_argument("--cases", type=int, default=2000,
-                    help="random outputs of the closed-loop validation (default 2000; 0 skips)")
+                    help="random outputs of the closed-loop validation (default 2000, rounded up "
+                    "to whole 16 x 16 calls; 0 skips)")
     pb.add_argument("--seed", type=int, default=0)
     pb.add_argument("--format", default="text", choices=["text", "json", "html"],
                     help="print the report as text (default), JSON or a static HTML page")
@@ -766,7 +767,9 @@ def cmd_emulate(args) -> int:
         D = matmul(A, B, C, profile=profile, pad=args.pad, engine=args.engine,
                    threads=args.threads, alpha=args.alpha, out_format=args.out_format)
     except ValueError as exc:
-        raise UsageError(str(exc).splitlines()[0]) from None
+        msg = str(exc).splitlines()[0].replace("pass pad=True", "pass --pad").replace(
+            " see matmul's docstring", " see --help")
+        raise UsageError(msg) from None
     out_name = args.out_format or profile.out_format
     dtype = {"fp32": np.float32, "fp16": np.float16, "bf16": np.float32}.get(out_name,
                                                                               np.float64)

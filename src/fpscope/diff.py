@@ -72,7 +72,8 @@ class DiffResult:
         if self.subtree:
             s = self.subtree
             lines.append(f"smallest differing subtree ({len(s['leaves'])} leaves): "
-                         f"A {s['a_text']}  vs  B {s['b_text']}")
+                         f"A {s['a_text']}  vs  B {s['b_text']} (the other tree's smallest node "
+                         f"that holds those leaves)")
         if self.parameter:
             p = self.parameter
             lines.append(f"first differing parameter: {p['name']}: A {p['a']!r}, B {p['b']!r}")
@@ -81,6 +82,11 @@ class DiffResult:
             shown = w["input"]
             if isinstance(shown, list) and len(shown) > 8:
                 shown = " ".join(shown[:8]) + f" ... ({len(shown)} values; --format json has all)"
+            elif isinstance(shown, dict) and "products" in shown:
+                prods = " ".join(f"k{p['k']}: {p['a']}*{p['b']}" for p in shown["products"])
+                shown = f"{prods}, c = {shown.get('c')}"
+            elif isinstance(shown, dict):
+                shown = ", ".join(f"{k} = {v}" for k, v in shown.items())
             lines.append(f"witness ({w['how']}): {shown}")
             lines.append(f"  gives A {w['a']}, B {w['b']}")
         lines.extend(self.notes)
@@ -101,7 +107,11 @@ def load_side(spec: str) -> Side:
     if not path.is_file():
         if spec in PRESETS:
             return Side(spec, profile=PRESETS[spec])
-        raise DiffError(f"{spec}: no such file, and not a preset name (fpscope profiles)")
+        import difflib
+
+        close = difflib.get_close_matches(spec, list(PRESETS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else " (fpscope profiles lists them)"
+        raise DiffError(f"{spec}: no such file, and not a preset name{hint}")
     try:
         obj = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

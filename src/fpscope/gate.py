@@ -298,9 +298,12 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
                         "bitwise (or use --policy record)")
     t = rec.get("target") or {}
     spec = target or t.get("spec")
-    if not isinstance(spec, str) or not rec.get("profile"):
-        raise GateError(f"{baseline}: the probe record has no target spec or no profile "
-                        f"(written by an older fpscope?); give --target")
+    if not rec.get("profile"):
+        raise GateError(f"{baseline}: the baseline probe found no profile (the op did not fit a "
+                        f"fused-block model), so there is no arithmetic to gate")
+    if not isinstance(spec, str):
+        raise GateError(f"{baseline}: the probe record names no target spec (written by an "
+                        f"older fpscope?); give --target")
     try:
         base_profile = Profile.from_dict(rec["profile"])
     except ValueError as exc:

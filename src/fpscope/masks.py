@@ -75,7 +75,9 @@ def choose_mask(n: int, in_format: Format, out_format: Format, acc: Format | Non
     if not mask.counts_exactly(n, out_format) or (acc is not None and not mask.counts_exactly(n, acc)):
         raise MaskError(
             f"n = {n} is too large for {limit_fmt.name}: the probe counts up to n - 2 units, which "
-            f"must be exact (largest n here: {limit_fmt.exact_integer_limit() + 2})"
+            f"must be exact (n <= {limit_fmt.exact_integer_limit() + 2} for the probes; an op that "
+            f"also accumulates in {limit_fmt.name} counts only up to "
+            f"{limit_fmt.exact_integer_limit()})"
         )
     check_acc = acc or in_format
     if not mask.absorbs(n, check_acc):

@@ -429,4 +429,9 @@ def get_profile(name: str) -> Profile:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown profile {name!r}; known: {', '.join(PRESETS)}") from None
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(PRESETS), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(f"unknown profile {name!r}; {hint}'fpscope profiles' lists the "
+                         f"{len(PRESETS)} presets") from None

@@ -1042,10 +1042,13 @@ def phrase(d: dict, top: bool = True, noun: str = "terms", lo: int = 0, brief: b
                 else f"{d['lane_length_min']}-{d['lane_length_max']} {noun} each"
             )
             over = f" over {_rng(lo, hi)}" if tail else ""
-            text = (
-                f"{k} lanes with stride {k}{over} (lane r sums x[r], x[r+{k}], x[r+{2 * k}], ... "
-                f"sequentially, {lens})"
-            )
+            if d["lane_length_max"] <= 2:
+                terms = f"x[r] and x[r+{k}]"
+            elif d["lane_length_max"] == 3:
+                terms = f"x[r], x[r+{k}], x[r+{2 * k}]"
+            else:
+                terms = f"x[r], x[r+{k}], x[r+{2 * k}], ..."
+            text = f"{k} lanes with stride {k}{over} (lane r sums {terms} sequentially, {lens})"
             text += ", lanes combined " + _combine_long(d, k)
         else:
             text = _lanes_words(d, brief=False)

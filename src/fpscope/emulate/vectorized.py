@@ -218,7 +218,7 @@ def _check_values(x: np.ndarray, fmt: Format, what: str) -> None:
     ok = is_representable(x, fmt)
     if not ok.all():
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
-        raise ValueError(f"{what}[{', '.join(map(str, idx))}] = {x[idx]!r} is not exactly "
+        raise ValueError(f"{what}[{', '.join(map(str, idx))}] = {float(x[idx])!r} is not exactly "
                          f"representable in {fmt.name} (values are never re-rounded)")
 
 

@@ -267,7 +267,11 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
 
         name = spec[4:]
         if name not in PRESETS:
-            raise ProbeError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+            import difflib
+
+            close = difflib.get_close_matches(name, list(PRESETS), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ProbeError(f"unknown preset {name!r}; {hint}'fpscope profiles' lists them")
         prof = PRESETS[name]
         for what, given, have in (("--in-format", in_format, prof.in_format),
                                   ("--out-format", out_format, prof.out_format)):

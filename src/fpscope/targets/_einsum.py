@@ -96,7 +96,8 @@ def parse_einsum(target: str, subscripts: str) -> EinsumPlan:
             raise bad(f"repeat an index in {s!r}")
     if len(ins) == 1:
         if len(ins[0]) != 1 or out:
-            raise bad("must sum one index away (like 'i->') with one operand")
+            raise bad("with one operand must sum its one index away ('i->'); two operands "
+                      "take a dot or matrix product ('i,i->', 'ij,jk->ik')")
         return EinsumPlan(f"{ins[0]}->", ins, "", ins[0], None, None)
     s0, s1 = ins
     shared = set(s0) & set(s1)
