@@ -216,8 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("--seed", type=int, default=0)
 
     gt = sub.add_parser(
-        "gate", help="re-reveal a baseline record's target and fail when its order changed",
-        description="Regression gate: rebuild the target of BASELINE (a reveal record) from its "
+        "gate", help="re-reveal (re-probe) a baseline record's target; fail when its order changed",
+        description="Regression gate: rebuild the target of BASELINE (a reveal record; a probe "
+        "record is re-probed and its profile compared instead) from its "
         "\"target\" spec, reveal its tree and node arithmetic live, measure its accuracy against "
         "the exact result, and compare with the baseline (as 'fpscope diff'). Policies: bitwise "
         "(default) fails unless the tree and the node arithmetic are the same; tolerant accepts "

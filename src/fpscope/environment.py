@@ -162,7 +162,22 @@ def _torch() -> dict:
             ]
         out["gpus"] = _safe(gpus)
         out["cudnn_version"] = _safe(torch.backends.cudnn.version)
+        out["driver_version"] = _safe(_nvidia_driver)
     return out
+
+
+def _nvidia_driver() -> str | None:
+    """The NVIDIA driver version from ``nvidia-smi`` (None where it is not installed)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    res = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=20, check=False)
+    return res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() \
+        else None
 
 
 def _jax() -> dict:
