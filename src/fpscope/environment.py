@@ -29,9 +29,10 @@ ENV_PREFIXES = ("NPY_",)
 #: CPU flags kept from /proc/cpuinfo: the SIMD and matrix extensions (x86 and Arm).
 SIMD_FLAG = re.compile(r"^(sse|ssse|avx|fma|f16c|amx|xop|neon|asimd|sve|sme(?!p)|bf16|i8mm|fphp)")
 #: Packages whose versions are recorded.
-PACKAGES = ("numpy", "ml_dtypes", "torch", "jax", "jaxlib", "threadpoolctl", "fpscope")
+PACKAGES = ("numpy", "ml_dtypes", "numba", "torch", "jax", "jaxlib", "cupy", "mmasim", "threadpoolctl",
+            "fpscope")
 #: Packages imported here to read their version only when loaded already (heavy imports).
-HEAVY = ("torch", "jax", "jaxlib")
+HEAVY = ("numba", "torch", "jax", "jaxlib", "cupy", "mmasim")
 
 
 def _safe(fn: Callable[[], object]) -> object:
