@@ -798,7 +798,7 @@ def cmd_probe(args) -> int:
             raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
     from .environment import capture_environment as capture
     from .profile import resolve_format
-    from .record import new_record, write_record
+    from .record import probe_record, write_record
 
     for what, name in (("--in-format", args.in_format), ("--out-format", args.out_format)):
         if name is not None:
@@ -826,11 +826,8 @@ def cmd_probe(args) -> int:
             write_record(rep.profile.to_dict(), args.output, overwrite=args.force)
             print(f"profile written to {args.output}", file=sys.stderr)
     if args.record:
-        d = rep.to_dict()
-        rec = new_record("probe", target={**d.pop("target"), "spec": args.target},
-                         profile=d.pop("profile"), validation=d.pop("validation"), probe=d,
-                         environment=env)
-        write_record(rec, args.record, overwrite=args.force)
+        write_record(probe_record(rep.to_dict(), args.target, env), args.record,
+                     overwrite=args.force)
         print(f"record written to {args.record}", file=sys.stderr)
     return 0 if rep.fits else 1
 
@@ -886,12 +883,7 @@ def cmd_diff(args) -> int:
         res = diff(args.a, args.b, cases=args.cases, seed=args.seed)
     except DiffError as exc:
         raise UsageError(str(exc)) from None
-    if args.format == "json":
-        from .record import json_text
-
-        sys.stdout.write(json_text(res.to_dict(), indent=2) + "\n")
-    else:
-        print(res.to_text())
+    _print_result(res, args.format)
     return 0 if res.same else 1
 
 
@@ -903,13 +895,18 @@ def cmd_gate(args) -> int:
                    samples=args.samples, record=args.record, force=args.force)
     except GateError as exc:
         raise UsageError(str(exc)) from None
-    if args.format == "json":
+    _print_result(res, args.format)
+    return 0 if res.passed else 1
+
+
+def _print_result(res, fmt: str) -> None:
+    """A result with to_dict() / to_text() as JSON (any nesting depth) or as text."""
+    if fmt == "json":
         from .record import json_text
 
         sys.stdout.write(json_text(res.to_dict(), indent=2) + "\n")
     else:
         print(res.to_text())
-    return 0 if res.passed else 1
 
 
 def _matrix_progress(quiet: bool):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .accuracy import DEFAULT_SAMPLES, record_accuracy
 from .diff import DiffError, DiffResult, diff_trees, side_from_record
-from .record import RecordError, load_record, new_record, write_record
+from .record import RecordError, load_record, probe_record, write_record
 from .record import reveal_record as build_reveal_record
 from .targets import make_target
 from .targets.base import Target
@@ -334,11 +334,8 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
         passed, reason = True, f"{d.verdict}; live record written"
     written = None
     if out is not None:
-        live = rep.to_dict()
-        live_rec = new_record("probe", target={**live.pop("target"), "spec": spec},
-                              profile=live.pop("profile"), validation=live.pop("validation"),
-                              probe=live, environment=capture_environment())
-        write_record(live_rec, out, overwrite=force)
+        write_record(probe_record(rep.to_dict(), spec, capture_environment()), out,
+                     overwrite=force)
         written = str(out)
     return GateResult(policy=policy, passed=passed, reason=reason, baseline=baseline,
                       target=spec, diff=d, record_path=written, notes=notes)

@@ -251,6 +251,16 @@ def reveal_record(target, res, seed: int, environment: dict, **parts) -> dict:
     )
 
 
+def probe_record(report: dict, spec: str, environment: dict) -> dict:
+    """The record of a probe run (``ProbeReport.to_dict()``): kind "probe", the target with the
+    ``spec`` it was built from (so that ``fpscope gate`` can re-probe it), the profile, the
+    validation, and the rest of the report under "probe"."""
+    d = dict(report)
+    return new_record("probe", target={**d.pop("target"), "spec": spec},
+                      profile=d.pop("profile"), validation=d.pop("validation"), probe=d,
+                      environment=environment)
+
+
 def load_record(path) -> dict:
     """Read and validate a record.
 
