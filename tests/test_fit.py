@@ -21,7 +21,7 @@ needs_hw = pytest.mark.skipif(not HW_ROOT.is_dir(), reason=f"recorded hardware v
     ("V100", "fp16", "fp32"), ("A100", "fp16", "fp16"), ("Ada", "E4M3", "fp16"),
     ("H100", "E5M2", "fp32"), ("H100", "E4M3", "fp16"), ("A100", "tf32", "fp32")])
 def test_fit_reproduces_recorded_sets(gpu, folder, out):
-    """A subset in CI; scripts/fit_table.py runs all 22 sets (records/fit-hw-vectors.txt)."""
+    """A subset in CI; scripts/fit_table.py runs all 22 sets (records/fit-table.txt)."""
     res = fit(load_recording(HW_ROOT / gpu / folder, out))
     assert res.exact, res.to_text()
 
