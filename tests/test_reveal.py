@@ -76,6 +76,49 @@ def test_random_trees(n, seed, fan):
     _roundtrip(tree)
 
 
+def _one_three_way_node(n: int, rng) -> SumTree:
+    """A random binary tree over n leaves with one node given a third child (a fused node)."""
+    base = random_tree(n - 1, rng, max_fan_in=2)
+    nodes = [nd for nd in base.nodes_postorder() if nd is not base.root]
+    target = nodes[int(rng.integers(len(nodes)))] if nodes else base.root
+
+    def rebuild(x):
+        if not isinstance(x, tuple):
+            return x
+        kids = [rebuild(c) for c in x]
+        return kids + [n - 1] if x is target else kids
+
+    return SumTree(rebuild(base.root))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(8, 200), st.integers(0, 2**32 - 1))
+def test_packed_probes_prove_binary_trees(n, seed):
+    """Binary trees are revealed with packed probes alone (no per-node recheck); with a single
+    3-way node anywhere the tree is still revealed exactly."""
+    rng = np.random.default_rng(seed)
+    binary = random_tree(n, rng, max_fan_in=2)
+    res = _roundtrip(binary)
+    assert res.stats.checks.get("packed_probes", "ok") == "ok"
+    fused = _one_three_way_node(n, rng)
+    assert fused.max_fan_in() == 3
+    _roundtrip(fused)  # a stage with one set probes it plainly, which resolves the node too
+
+
+def test_guard_leaf_catches_a_three_way_node():
+    """The packed stage that probes the set {3, 4} (two children of a 3-way node) reads the
+    guard's field as 0 and says so."""
+    from fpscope.reveal import Prober, fprev
+
+    tree = SumTree([[[[[0, 1], 2], [3, 4, [5, 6]]], [[7, 8], [9, 10]]], [11, [12, [13, 14]]]])
+    target = SimulatedSum(tree, fused_frac_bits=24)
+    prober = Prober(target, choose_mask(target.n, target.in_format, target.out_format))
+    with pytest.raises(RevealError, match="guard leaf") as exc:
+        fprev(prober, packed=True)
+    assert exc.value.kind == "inconsistent"
+    assert SumTree.from_canonical(fprev(Prober(target, prober.mask)), 15) == tree
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(2, 40), st.integers(0, 2**32 - 1))
 def test_basic_agrees_with_fprev(n, seed):

@@ -546,7 +546,7 @@ def _print_text(record: dict, tree, args) -> None:
 _CONDITIONS = ("shape", "axis", "index", "layout", "offset", "threads", "out_dtype")
 _CHECK_WORDS = {
     "units": "unit count", "absorption": "mask absorbs", "sizes": "group sizes",
-    "binary_nodes": "one probe per node", "packed_probes": "packed probes",
+    "packed_probes": "packed probes",
     "repeated_probes": "repeats", "batched_vs_single": "batched = single",
     "random_pairs": "random pairs", "shared_k_order_outputs": "outputs share the K-order",
 }
