@@ -122,7 +122,7 @@ def validate_format(fmt: str, run, cases: int, seed: int = 0) -> dict:
 
     K, _, out = FORMATS[fmt]
     presets = [n for n, p in PRESETS.items() if p.in_format == fmt and p.out_format == "fp32"
-               and p.k == K]
+               and p.k == K and p.b_format is None]  # live GEMMs take a and b in one format
     fin, f32 = resolve_format(fmt), resolve_format("fp32")
     M = N = 64
     rng = np.random.default_rng(seed)
@@ -214,7 +214,8 @@ def main(argv=None) -> int:
 
             K = FORMATS[fmt][0]
             name = next(n for n, p in PRESETS.items() if p.in_format == fmt
-                        and p.out_format == "fp32" and p.k == K and p.arch == "hopper")
+                        and p.out_format == "fp32" and p.k == K and p.arch == "hopper"
+                        and p.b_format is None)
             step(f"validate-{fmt}", lambda f=fmt, n=name: validate_format(
                 f, fake_gemm(f, n), args.cases), needs_gpu=False)
         else:

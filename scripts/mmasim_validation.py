@@ -10,8 +10,8 @@ fpscope ``profile.nan_bits``), so the patterns are compared as they are.
 
 Operand generators (each gets an equal share of the cases):
 
-* ``bits``: uniformly random bit patterns of the input format (a, b) and output format (c):
-  NaN, Inf, subnormals, signed zeros included.
+* ``bits``: uniformly random bit patterns of the input formats (a, b; each its own format in
+  a mixed-input preset) and output format (c): NaN, Inf, subnormals, signed zeros included.
 * ``finite``: random bit patterns with the all-ones exponent field excluded (no NaN/Inf).
 * ``cancel``: cancellation-heavy: products come in pairs ``a*b`` and ``(-a)*b`` (one partner
   sometimes off by one ulp), c the negated value of a product (or random), some zeros.
@@ -109,12 +109,16 @@ def _wide_bits(rng, shape, lay: _Layout, tiny_only: bool) -> np.ndarray:
 
 
 def _gen_tiles(gen: str, rng, tiles: int, m: int, n: int, k: int, lin: _Layout,
-               lout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bit patterns A (tiles, m, k), B (tiles, k, n), C (tiles, m, n)."""
+               lout: _Layout, lb: _Layout | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bit patterns A (tiles, m, k), B (tiles, k, n), C (tiles, m, n); B in layout ``lb``
+    (a mixed-input preset's b format; default ``lin``, which draws exactly the cases drawn
+    before mixed formats existed)."""
+    lb = lin if lb is None else lb
     if gen in ("bits", "finite"):
         fin = gen == "finite"
         return (_random_bits(rng, (tiles, m, k), lin, fin),
-                _random_bits(rng, (tiles, k, n), lin, fin),
+                _random_bits(rng, (tiles, k, n), lb, fin),
                 _random_bits(rng, (tiles, m, n), lout, fin))
     if gen in ("wide", "tiny"):
         t = gen == "tiny"
@@ -123,20 +127,19 @@ def _gen_tiles(gen: str, rng, tiles: int, m: int, n: int, k: int, lin: _Layout,
                       _wide_bits(rng, (tiles, m, n), lout, True),
                       _random_bits(rng, (tiles, m, n), lout, True)))
         return (_wide_bits(rng, (tiles, m, k), lin, t),
-                _wide_bits(rng, (tiles, k, n), lin, t), C)
+                _wide_bits(rng, (tiles, k, n), lb, t), C)
     if gen == "cancel":
         # moderate exponents so products are normal and exact; pairs cancel along k
-        bias_field = (1 << (lin.exp - 1)) - 1
-        spread = max(1, min(4, bias_field - 1))
-
-        def mid(shape):
+        def mid(shape, lay):
+            bias_field = (1 << (lay.exp - 1)) - 1
+            spread = max(1, min(4, bias_field - 1))
             sign = rng.integers(0, 2, size=shape)
             ex = bias_field + rng.integers(-spread, spread + 1, size=shape)
-            mant = rng.integers(0, 1 << lin.mant, size=shape, dtype=np.int64)
-            return _compose(sign, ex, mant, lin)
+            mant = rng.integers(0, 1 << lay.mant, size=shape, dtype=np.int64)
+            return _compose(sign, ex, mant, lay)
 
-        A = mid((tiles, m, k))
-        B = mid((tiles, k, n))
+        A = mid((tiles, m, k), lin)
+        B = mid((tiles, k, n), lb)
         half = k // 2
         signbit = np.int64(1) << (lin.bits - 1)
         A[:, :, half:2 * half] = A[:, :, :half] ^ signbit  # a_{j+half} = -a_j
@@ -152,7 +155,7 @@ def _gen_tiles(gen: str, rng, tiles: int, m: int, n: int, k: int, lin: _Layout,
         A = np.where(zero, 0, A)
         # c: minus a product (exact in the output format? round it), or random, or zero
         av = decode(A, resolve_format(_fmt_in_name(lin)))
-        bv = decode(B, resolve_format(_fmt_in_name(lin)))
+        bv = decode(B, resolve_format(_fmt_in_name(lb)))
         j = rng.integers(0, k, size=(tiles, m, n))
         ti, mi, ni = np.indices((tiles, m, n))
         prod = -av[ti, mi, j] * bv[ti, j, ni]
@@ -203,6 +206,12 @@ class Result:
         return "match" if self.matched == self.cases else "MISMATCH"
 
 
+def _operand_names(prof) -> tuple[str, str]:
+    """The formats A and B are encoded in for mmasim: the preset's ``operand_formats``, tf32
+    as fp32 bit patterns (mmasim truncates them itself)."""
+    return tuple("fp32" if f == "tf32" else f for f in prof.operand_formats)
+
+
 def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
             generators=GENERATORS, profile=None) -> Result:
     """Compare ``preset`` with its mmasim model on about ``cases`` output elements.
@@ -216,24 +225,24 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
     op = build_model(preset)
     m, n, k = op.m, op.n, op.k
     assert k == prof.k, (preset, k, prof.k)
-    in_name = "fp32" if prof.in_format == "tf32" else prof.in_format  # tf32 operands: fp32 bits
+    in_name, b_name = _operand_names(prof)
     out_name = prof.out_format
-    lin, lout = _register(in_name), _register(out_name)
-    fin, fout = resolve_format(in_name), resolve_format(out_name)
+    lin, lb, lout = _register(in_name), _register(b_name), _register(out_name)
+    fin, fb, fout = resolve_format(in_name), resolve_format(b_name), resolve_format(out_name)
     res = Result(preset, model_name(preset))
     t0 = time.perf_counter()
     per_gen = -(-cases // len(generators))
     for gi, gen in enumerate(generators):
         rng = np.random.default_rng([seed, gi, sum(map(ord, preset))])
         tiles = max(1, -(-per_gen // (m * n)))
-        A, B, C = _gen_tiles(gen, rng, tiles, m, n, k, lin, lout)
+        A, B, C = _gen_tiles(gen, rng, tiles, m, n, k, lin, lout, lb)
         # mmasim: one call per full m x n x k tile
-        At, Bt, Ct = _to_torch(A, in_name), _to_torch(B, in_name), _to_torch(C, out_name)
+        At, Bt, Ct = _to_torch(A, in_name), _to_torch(B, b_name), _to_torch(C, out_name)
         with torch.no_grad():
             D = torch.stack([op(At[t], Bt[t], Ct[t]) for t in range(tiles)])
         d_sim = _from_torch(D, out_name).reshape(-1)
         # fpscope: one instruction per output element
-        av, bv, cv = decode(A, fin), decode(B, fin), decode(C, fout)
+        av, bv, cv = decode(A, fin), decode(B, fb), decode(C, fout)
         a_rows = np.repeat(av[:, :, None, :], n, axis=2).reshape(-1, k)      # (t, m, n, k)
         b_cols = np.repeat(np.swapaxes(bv, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
         d_fp = fdpa_batch(a_rows, b_cols, cv.reshape(-1), prof)
@@ -249,7 +258,7 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
         for i in np.flatnonzero(~same)[:max_examples]:
             res.examples.append({
                 "generator": gen,
-                "a": _hex(a_pat[i], lin), "b": _hex(b_pat[i], lin),
+                "a": _hex(a_pat[i], lin), "b": _hex(b_pat[i], lb),
                 "c": _hex(C.reshape(-1)[i], lout),
                 "mmasim": _hex(d_sim[i], lout), "fpscope": _hex(d_fp_bits[i], lout),
                 "a_values": a_rows[i].tolist(), "b_values": b_cols[i].tolist(),
@@ -300,17 +309,19 @@ def e_zero_tie(preset: str) -> tuple[int, int, np.ndarray]:
     return d_sim, int(encode(d_fp, resolve_format("fp16"))[0]), a
 
 
-def _split(value: float, fmt, below: int) -> tuple[float, float] | None:
-    """a, b of ``fmt`` with ``a * b == value`` whose product exponent ``e_a + e_b`` (each at
-    least emin: a subnormal keeps emin) is below ``below``; None if there are none."""
+def _split(value: float, fmt, below: int, fmt_b=None) -> tuple[float, float] | None:
+    """a of ``fmt``, b of ``fmt_b`` (default ``fmt``) with ``a * b == value`` whose product
+    exponent ``e_a + e_b`` (each at least its format's emin: a subnormal keeps emin) is below
+    ``below``; None if there are none."""
     from fpscope.formats import is_representable
 
+    fmt_b = fmt if fmt_b is None else fmt_b
     e = int(np.frexp(value)[1]) - 1
     for eb in sorted(range(e // 2 - 40, e // 2 + 40), key=lambda x: abs(x - e / 2)):
         a, b = value / 2.0**eb, 2.0**eb
-        lead = sum(max(int(np.frexp(abs(x))[1]) - 1, fmt.emin) for x in (a, b))
-        if (lead < below and is_representable(np.array([a, b]), fmt).all()
-                and a * b == value):
+        lead = sum(max(int(np.frexp(abs(x))[1]) - 1, f.emin) for x, f in ((a, fmt), (b, fmt_b)))
+        if (lead < below and is_representable(np.array([a]), fmt).all()
+                and is_representable(np.array([b]), fmt_b).all() and a * b == value):
             return float(a), float(b)
     return None
 
@@ -328,7 +339,7 @@ def e_zero_cases(preset: str) -> list[tuple[str, list, list]]:
     prof = PRESETS[preset]
     if prof.e_zero is None or prof.lossless:
         return []
-    fin = resolve_format(prof.in_format)
+    fin, fb = (resolve_format(f) for f in prof.operand_formats)
     fstep = resolve_format(prof.step_rounding[0])
     g = fstep.emin - (fstep.p - 1)
     if g >= prof.e_zero:
@@ -337,7 +348,7 @@ def e_zero_cases(preset: str) -> list[tuple[str, list, list]]:
     cases = []
     for label, w in (("e_zero+1", prof.e_zero - prof.frac_bits),
                      ("e_zero-1", prof.e_zero - prof.frac_bits - 1)):
-        ab1, ab2 = _split(p1, fin, prof.e_zero), _split(-(2.0**w), fin, prof.e_zero)
+        ab1, ab2 = (_split(v, fin, prof.e_zero, fb) for v in (p1, -(2.0**w)))
         if ab1 is None or ab2 is None:
             return []
         cases.append((label, [ab1[0], ab2[0]], [ab1[1], ab2[1]]))
@@ -350,7 +361,7 @@ def e_zero_probe(preset: str) -> list[tuple[str, int, int, int]]:
 
     prof = PRESETS[preset]
     op = build_model(preset)
-    in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
+    in_name, b_name = _operand_names(prof)
     fout = resolve_format(prof.out_format)
     out = []
     for label, av, bv in e_zero_cases(preset):
@@ -360,9 +371,9 @@ def e_zero_probe(preset: str) -> list[tuple[str, int, int, int]]:
         A = np.zeros((op.m, op.k))
         B = np.zeros((op.k, op.n))
         A[0], B[:, 0] = a, b
-        fin = resolve_format(in_name)
+        fin, fb = resolve_format(in_name), resolve_format(b_name)
         At = _to_torch(encode(A, fin).astype(np.int64), in_name)
-        Bt = _to_torch(encode(B, fin).astype(np.int64), in_name)
+        Bt = _to_torch(encode(B, fb).astype(np.int64), b_name)
         Ct = _to_torch(np.zeros((op.m, op.n), dtype=np.int64), prof.out_format)
         with torch.no_grad():
             d_sim = int(_from_torch(op(At, Bt, Ct), prof.out_format)[0, 0])

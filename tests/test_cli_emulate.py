@@ -116,3 +116,42 @@ def test_emulate_engines_and_epilogue(capsys, tmp_path):
     code, _, err = cli(capsys, "emulate", "--profile", "hopper-fp16", "--a", tmp_path / "A.npy",
                        "--b", tmp_path / "B.npy", "--alpha", "0.1", "-o", tmp_path / "x.npy")
     assert code == 2 and "fp32 value" in err and not (tmp_path / "x.npy").exists()
+
+
+def test_emulate_mixed_input_formats(capsys, tmp_path):
+    """A mixed preset (a e4m3, b e5m2): fpscope profiles shows both formats; emulate takes A and
+    B each in its format and refuses a B that is only an e4m3 value, naming operand b."""
+    from fpscope.formats import decode
+    from fpscope.profile import resolve_format
+
+    code, out, _ = cli(capsys, "profiles")
+    assert code == 0 and "fp8_e4m3fn x fp8_e5m2" in out
+    p = PRESETS["ada-e4m3-e5m2"]
+    rng = np.random.default_rng(5)
+    fa, fb = (resolve_format(f) for f in p.operand_formats)
+
+    def finite(fmt, shape):
+        x = decode(rng.integers(0, 1 << fmt.bits, size=shape, dtype=np.uint64), fmt)
+        return np.where(np.isfinite(x), x, 0.0)
+
+    K = 2 * p.k
+    A, B = finite(fa, (3, K)), finite(fb, (K, 2))
+    B[0, 0] = 2.0**-16  # an e5m2 subnormal, not an e4m3 value
+    np.save(tmp_path / "A.npy", A.astype(np.float32))
+    np.save(tmp_path / "B.npy", B.astype(np.float32))
+    code, _, err = cli(capsys, "emulate", "--profile", "ada-e4m3-e5m2", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert code == 0, err
+    D = np.load(tmp_path / "D.npy")
+    for m in range(3):
+        for n in range(2):
+            d = 0.0
+            for j in range(0, K, p.k):
+                d = reference.fdpa(A[m, j:j + p.k], B[j:j + p.k, n], d, p)
+            assert float(D[m, n]) == d
+    B[1, 1] = 1.125  # e4m3 only
+    np.save(tmp_path / "B2.npy", B.astype(np.float32))
+    code, _, err = cli(capsys, "emulate", "--profile", "ada-e4m3-e5m2", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B2.npy", "-o", tmp_path / "E.npy")
+    assert code == 2 and "B[1, 1] = 1.125" in err and "operand b" in err, err
+    assert not (tmp_path / "E.npy").exists()

@@ -42,6 +42,11 @@ def _operand_format(p):
     return FP32 if p.operand_conversion else resolve_format(p.in_format)
 
 
+def _b_format(p):
+    """B's format: a mixed-input profile's b_format, else as A's."""
+    return FP32 if p.operand_conversion else resolve_format(p.operand_formats[1])
+
+
 def _patterns(rng, fmt, shape, finite=True):
     x = decode(rng.integers(0, 1 << fmt.bits, size=shape, dtype=np.uint64), fmt)
     return np.where(np.isfinite(x), x, 0.0) if finite else x
@@ -72,9 +77,10 @@ def test_random_bit_patterns(name):
     p = PRESETS[name]
     rng = np.random.default_rng(_seed(name, 1))
     fa, fc = _operand_format(p), resolve_format(p.out_format)
+    fb = _b_format(p)
     M, N, K = 7, 37, 3 * p.k
     A = _patterns(rng, fa, (M, K))
-    B = _patterns(rng, fa, (K, N))
+    B = _patterns(rng, fb, (K, N))
     A[rng.random(A.shape) < 0.1] = 0.0
     C = _patterns(rng, fc, (M, N))
     _engines_agree(A, B, C, p)
@@ -82,6 +88,7 @@ def test_random_bit_patterns(name):
     A2[1, 2] = np.nan if fa.has_nan else A2[1, 2]
     if fa.has_inf:
         A2[4, 0] = -np.inf
+    if fb.has_inf:
         B2[K - 1, 5] = np.inf
     C2[0, 3], C2[2, 7] = np.nan, np.inf if fc.has_inf else np.nan
     _engines_agree(A2, B2, C2, p)
@@ -94,32 +101,35 @@ def test_cancellation_wide_exponents_and_overflow(name):
     p = PRESETS[name]
     rng = np.random.default_rng(_seed(name, 2))
     fa, fc = _operand_format(p), resolve_format(p.out_format)
+    fb = _b_format(p)
     M, N, K = 6, 24, 2 * p.k
     big = _values(rng, fa, (M, K), min(fa.emax, 5), min(fa.emax, 8))
     small = _values(rng, fa, (M, K), fa.emin - 3, max(fa.emin, -8))
     A = np.where(rng.random((M, K)) < 0.5, big, small)
     A[:, 1::2] = -A[:, 0::2]  # pairs that cancel against equal columns of B
-    B = _values(rng, fa, (K, N), -4, 4)
+    B = _values(rng, fb, (K, N), -4, 4)
     B[1::2] = B[0::2]
-    B[:, :4] = _values(rng, fa, (K, 4), fa.emin - 3, fa.emax)  # wide
+    B[:, :4] = _values(rng, fb, (K, 4), fb.emin - 3, fb.emax)  # wide
     C = _values(rng, fc, (M, N), fc.emin - 5, min(fc.emax, 40))
     _engines_agree(A, B, C, p)
     A_max = np.full((2, K), fa.max_finite)
-    B_max = np.full((K, 3), fa.max_finite)
+    B_max = np.full((K, 3), fb.max_finite)
     C_max = np.array([[fc.max_finite, -fc.max_finite, 0.0]] * 2)
     _engines_agree(A_max, B_max, C_max, p)
 
 
 @pytest.mark.parametrize("name", ["ampere-fp16", "hopper-bf16", "ada-tf32", "hopper-e5m2",
-                                  "hopper-e4m3-fp16out", "volta-fp16-fp16out"])
+                                  "hopper-e4m3-fp16out", "volta-fp16-fp16out",
+                                  "ada-e5m2-e4m3-fp16out", "rtx-blackwell-e5m2-e2m1"])
 def test_kernel_equals_reference_loop(name):
     """Directly against the exact reference: the K loop of fdpa calls."""
     p = PRESETS[name]
     rng = np.random.default_rng(_seed(name, 3))
     fa, fc = _operand_format(p), resolve_format(p.out_format)
+    fb = _b_format(p)
     M, N, K = 3, 4, 2 * p.k
     A = _values(rng, fa, (M, K), fa.emin, min(fa.emax, 6))
-    B = _values(rng, fa, (K, N), fa.emin, min(fa.emax, 6))
+    B = _values(rng, fb, (K, N), fb.emin, min(fb.emax, 6))
     C = _values(rng, fc, (M, N), -10, 10)
     D = kernel.matmul(*prepare(A, B, C, p), p, rows=2, cols=3)
     for m in range(M):
@@ -149,14 +159,18 @@ def test_profile_variants():
         {"block_size": 16, "frac_bits": 28}, {"block_size": 16, "frac_bits": 28,
                                               "alignment": "floor"},
         {"in_format": "bf16", "alignment": "floor", "flush_inputs": True},
+        # mixed a/b formats: int16 exponents (bf16 b), int8 ones (fp8 x fp6), flushes per format
+        {"b_format": "bf16"}, {"in_format": "bf16", "b_format": "fp16", "alignment": "nearest"},
+        {"in_format": "fp8_e4m3fn", "b_format": "fp6_e2m3", "flush_inputs": True},
+        {"in_format": "fp4_e2m1", "b_format": "fp8_e5m2", "e_zero": None},
     )
     for kw in variants:
         p = base.replace(**kw)
-        fin = resolve_format(p.in_format)
+        fin, fb = (resolve_format(f) for f in p.operand_formats)
         K = 3 * p.k
         A = _values(rng, fin, (M, K), fin.emin - 10, min(fin.emax, 12))
         A[rng.random(A.shape) < 0.3] = 0.0
-        B = _values(rng, fin, (K, N), fin.emin - 10, min(fin.emax, 12))
+        B = _values(rng, fb, (K, N), fb.emin - 10, min(fb.emax, 12))
         C = _values(rng, fc, (M, N), fc.emin - 23, 20)
         C[rng.random(C.shape) < 0.3] = 0.0
         try:
@@ -176,26 +190,52 @@ _ROUNDINGS = [("fp32", "RZ"), ("fp32", "RNE"), ("fp16", "RNE"), ("e8m13", "RZ"),
        e_zero=st.one_of(st.none(), st.integers(-140, 0)),
        step=st.sampled_from(_ROUNDINGS), in_format=st.sampled_from(["fp16", "bf16", "fp8_e4m3fn",
                                                                     "fp8_e5m2", "tf32"]),
+       b_format=st.sampled_from([None, None, "fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2",
+                                 "fp6_e3m2", "fp4_e2m1"]),
        flush=st.booleans(), c_last=st.booleans(), seed=st.integers(0, 2**32 - 1))
-def test_random_profiles(L, stages, F, alignment, e_zero, step, in_format, flush, c_last, seed):
-    """Random points of the profile space: the kernel equals the numpy engine."""
+def test_random_profiles(L, stages, F, alignment, e_zero, step, in_format, b_format, flush,
+                         c_last, seed):
+    """Random points of the profile space (mixed a/b formats included): the kernel equals the
+    numpy engine."""
     k = L * stages
     fmt = resolve_format(in_format)
     if F + 2 + np.log2(L + 1) > 53:
         return
+    if in_format == "tf32":
+        b_format = None  # tf32 operands are fp32 values reduced by operand_conversion
     p = Profile(name="random", arch="test", in_format=in_format, out_format="fp32",
                 block_size=L, k=k, frac_bits=F, alignment=alignment, e_zero=e_zero,
                 step_rounding=step, flush_inputs=flush, flush_outputs=flush,
                 operand_conversion="round" if in_format == "tf32" else None,
-                c_entry="last" if c_last else "first")
+                c_entry="last" if c_last else "first", b_format=b_format)
     assert kernel.unsupported(p) is None
     rng = np.random.default_rng(seed)
     src = FP32 if in_format == "tf32" else fmt
     M, N, K = 3, 9, 2 * k
     A = _patterns(rng, src, (M, K))
-    B = _patterns(rng, src, (K, N))
+    B = _patterns(rng, _b_format(p) if b_format else src, (K, N))
     C = _patterns(rng, FP32, (M, N))
     _engines_agree(A, B, C, p, rows=2, cols=4)
+
+
+def test_mixed_presets_run_on_the_kernel():
+    """Every mixed-input preset is on the kernel's fast path (SUPPORTED covers them in the
+    agreement tests above), and a B of a's format but not b's is refused naming operand b."""
+    mixed = [n for n, p in PRESETS.items() if p.b_format is not None]
+    assert mixed and set(mixed) <= set(SUPPORTED)
+    rng = np.random.default_rng(13)
+    for name in mixed:  # small and subnormal operands of each format: e_max from tiny products
+        q = PRESETS[name]
+        fa, fb = _operand_format(q), _b_format(q)
+        A = _values(rng, fa, (4, 2 * q.k), fa.emin - fa.p + 1, fa.emin + 3)
+        B = _values(rng, fb, (2 * q.k, 9), fb.emin - fb.p + 1, fb.emin + 3)
+        B[:, :3] = _values(rng, fb, (2 * q.k, 3), fb.emin - fb.p + 1, fb.emax)
+        _engines_agree(A, B, np.zeros((4, 9)), q)
+    p = PRESETS["ada-e4m3-e5m2"]
+    A = np.ones((2, 32))
+    B = np.full((32, 3), 1.125)  # e4m3, not e5m2
+    with pytest.raises(ValueError, match=r"B\[0, 0\] = 1.125 .*fp8_e5m2, the format of operand b"):
+        matmul(A, B, profile=p, engine="numba")
 
 
 def test_unsupported_profiles_are_refused_or_routed():
@@ -301,5 +341,14 @@ def test_bf16_and_tf32_take_float32_only_when_the_data_allows():
             assert kernel._value_dtype(p, A2, B) == np.float64
             _engines_agree(A2, B, np.zeros((5, 7)), p)
     assert kernel._value_dtype(PRESETS["hopper-fp16"]) == np.float32  # any fp16 operands
+    # mixed: fp8 x fp4 statically float32 and int8 exponents; fp16 x bf16 by the data, int16
+    mixed = PRESETS["rtx-blackwell-e5m2-e2m1"]
+    assert kernel._value_dtype(mixed) == np.float32
+    assert kernel._exponent_coding(*(resolve_format(f) for f in mixed.operand_formats))[0] \
+        == np.int8
+    fb16 = PRESETS["hopper-fp16"].replace(b_format="bf16")
+    assert kernel._value_dtype(fb16) == np.float64
+    assert kernel._value_dtype(fb16, np.ones((1, 1)), np.ones((1, 1))) == np.float32
+    assert kernel._exponent_coding(resolve_format("fp16"), resolve_format("bf16"))[0] == np.int16
     assert kernel._value_dtype(PRESETS["hopper-bf16"].replace(alignment="floor"),
                                np.ones((1, 1)), np.ones((1, 1))) == np.float64

@@ -175,3 +175,76 @@ def test_presets_cover_the_brief():
         assert name in PRESETS
     for p in PRESETS.values():
         assert (p.status == "validated") == bool(p.evidence)
+
+
+# -- mixed a/b input formats (b_format) ----------------------------------------------------------
+
+#: A profile as fpscope wrote it before b_format existed (no "b_format" key).
+OLD_PROFILE_JSON = """{
+  "schema": "fpscope.profile/1", "name": "ada-e4m3", "arch": "ada",
+  "in_format": "fp8_e4m3fn", "out_format": "fp32", "block_size": 16, "k": 32, "frac_bits": 13,
+  "alignment": "truncate", "e_zero": -132, "step_rounding": ["e8m13", "RZ"],
+  "output_rounding": null, "flush_inputs": false, "flush_outputs": false,
+  "nan_bits": 2147483647, "neg_zero_to_pos": true, "operand_conversion": null, "k_order": null,
+  "c_entry": "first", "split_k": 1, "split_k_order": "serial", "split_k_format": null,
+  "promotion_interval": null, "status": "validated", "evidence": "hw-vectors Ada/E4M3 d_fp32: 5000/5000"
+}"""
+
+
+def test_old_profile_json_without_b_format_loads():
+    p = Profile.from_json(OLD_PROFILE_JSON)
+    assert p.b_format is None and p.operand_formats == ("fp8_e4m3fn", "fp8_e4m3fn")
+    assert p == PRESETS["ada-e4m3"]
+    assert json.loads(p.to_json())["b_format"] is None  # written back with the field
+
+
+def test_mixed_profile_json_round_trip():
+    p = PRESETS["blackwell-tcgen05-e4m3-e2m1"]
+    d = json.loads(p.to_json())
+    assert (d["in_format"], d["b_format"]) == ("fp8_e4m3fn", "fp4_e2m1")
+    q = Profile.from_json(p.to_json())
+    assert q == p and q.operand_formats == ("fp8_e4m3fn", "fp4_e2m1") and q.mixed
+    assert Profile.from_dict({**d, "b_format": None}) == PRESETS["blackwell-tcgen05-e4m3"].replace(
+        name=p.name)
+
+
+def test_b_format_is_validated_and_normalised():
+    base = PRESETS["ada-e4m3"]
+    with pytest.raises(ValueError, match="unknown format 'fp7'"):
+        base.replace(b_format="fp7")
+    with pytest.raises(ValueError, match="b_format must be"):
+        base.replace(b_format=5)
+    d = json.loads(base.to_json())
+    with pytest.raises(ValueError, match="unknown format"):
+        Profile.from_json(json.dumps({**d, "b_format": "e5m3"}))
+    same = base.replace(b_format="fp8_e4m3fn")  # b's format named although it is a's
+    assert same.b_format is None and same == base and not same.mixed
+    assert base.replace(b_format="fp8_e5m2").operand_formats == ("fp8_e4m3fn", "fp8_e5m2")
+
+
+def test_mixed_presets_follow_their_same_format_preset():
+    """Each mixed preset is the preset of its a type, same instruction and output, with b's
+    format changed (mmasim builds mixed kinds with the same F, L, rounding, e_zero)."""
+    short = {"fp8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3",
+             "fp4_e2m1": "e2m1"}
+    mixed = [p for p in PRESETS.values() if p.b_format is not None]
+    assert 8 <= len(mixed) <= 16
+    for p in mixed:
+        a, b = short[p.in_format], short[p.b_format]
+        assert f"-{a}-{b}" in p.name and p.status == "experimental" and not p.evidence
+        base = PRESETS[p.name.replace(f"-{a}-{b}", f"-{a}")]
+        assert p == base.replace(name=p.name, b_format=p.b_format, status="experimental",
+                                 evidence=""), p.name
+
+
+def test_mixed_reference_known_answers():
+    """a and b decoded each in its format: e5m2's subnormal 2^-16 times e4m3's 448; fp4's
+    subnormal 0.5 times fp6 e3m2's 28 (its max)."""
+    p = get_profile("ada-e4m3-e5m2")
+    assert run(p, [448.0], [2.0**-16], 0.0) == 448.0 * 2.0**-16
+    with pytest.raises(ValueError, match="not representable in fp8_e5m2"):
+        run(p, [1.0], [1.125], 0.0)  # an e4m3 value as b
+    with pytest.raises(ValueError, match="not representable in fp8_e4m3fn"):
+        run(p, [2.0**-16], [1.0], 0.0)  # an e5m2 value as a
+    q = get_profile("blackwell-tcgen05-e3m2-e2m3").replace(b_format="fp4_e2m1")
+    assert run(q, [28.0, 2.0**-4], [0.5, 6.0], 0.0) == 14.0 + 0.375

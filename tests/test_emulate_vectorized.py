@@ -39,6 +39,11 @@ def _fmts(p):
     return resolve_format(p.in_format), resolve_format(p.out_format)
 
 
+def _bfmt(p):
+    """b's format (a mixed-input preset's b_format; in_format otherwise)."""
+    return resolve_format(p.operand_formats[1])
+
+
 def _random_patterns(rng, fmt, shape):
     return decode(rng.integers(0, 1 << fmt.bits, size=shape, dtype=np.uint64), fmt)
 
@@ -69,14 +74,15 @@ def test_random_bit_patterns(name):
     p = PRESETS[name]
     rng = np.random.default_rng(_seed(name, 1))
     fin, fout = _fmts(p)
+    fb = _bfmt(p)
     n = 2000
     a = _random_patterns(rng, fin, (n, p.k))
-    b = _random_patterns(rng, fin, (n, p.k))
+    b = _random_patterns(rng, fb, (n, p.k))
     c = _random_patterns(rng, fout, n)
     _agree(a, b, c, p)
     # most rows above hold a NaN somewhere; the same patterns with the specials redrawn
     a = _finite_patterns(rng, fin, (n, p.k))
-    b = _finite_patterns(rng, fin, (n, p.k))
+    b = _finite_patterns(rng, fb, (n, p.k))
     c = _finite_patterns(rng, fout, n)
     _agree(a, b, c, p)
 
@@ -102,7 +108,7 @@ def test_cancellation_heavy(name):
     fin, fout = _fmts(p)
     n, h = 500, p.k // 2
     a = _values(rng, fin, (n, p.k), -4, 4)
-    b = _values(rng, fin, (n, p.k), -4, 4)
+    b = _values(rng, _bfmt(p), (n, p.k), -4, 4)
     if h:
         a[:, h:2 * h] = -a[:, :h]  # exact pairwise cancellation ...
         b[:, h:2 * h] = b[:, :h]
@@ -120,9 +126,10 @@ def test_wide_exponents(name):
     p = PRESETS[name]
     rng = np.random.default_rng(_seed(name, 4))
     fin, fout = _fmts(p)
+    fb = _bfmt(p)
     n = 500
     a = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emax)  # subnormals too (RZ)
-    b = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emax)
+    b = _values(rng, fb, (n, p.k), fb.emin - fb.p + 1, fb.emax)
     zero = rng.random((n, p.k)) < 0.1
     a = np.where(zero, np.where(rng.random((n, p.k)) < 0.5, -0.0, 0.0), a)
     c = _values(rng, fout, n, fout.emin - fout.p + 1, fout.emax)
@@ -135,8 +142,9 @@ def test_near_overflow(name):
     rng = np.random.default_rng(_seed(name, 5))
     fin, fout = _fmts(p)
     n = 500
+    fb = _bfmt(p)
     a = np.abs(_values(rng, fin, (n, p.k), fin.emax - 2, fin.emax))
-    b = np.abs(_values(rng, fin, (n, p.k), fin.emax - 2, fin.emax))
+    b = np.abs(_values(rng, fb, (n, p.k), fb.emax - 2, fb.emax))
     sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     a = a * sign[:, None]
     a = np.where(rng.random((n, p.k)) < 0.1, -a, a)
@@ -165,8 +173,9 @@ def test_zero_blocks(name):
                         _finite_patterns(rng, fout, n - 3 * (n // 4))])
     _agree(a, b, c, p)
     # one block of every instruction zero, the other ones small
+    fb = _bfmt(p)
     a = _values(rng, fin, (n, p.k), fin.emin, fin.emin + 4)
-    b = _values(rng, fin, (n, p.k), fin.emin, fin.emin + 4)
+    b = _values(rng, fb, (n, p.k), fb.emin, fb.emin + 4)
     L = p.block_size
     blk = rng.integers(0, p.stages, size=n)
     for s in range(p.stages):
@@ -176,9 +185,9 @@ def test_zero_blocks(name):
     # no zero product, every product below e_zero (where it is reachable): c = +-0 then takes
     # e_zero in the max on its own
     a = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emin + 1)
-    b = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emin + 1)
+    b = _values(rng, fb, (n, p.k), fb.emin - fb.p + 1, fb.emin + 1)
     a = np.where(a == 0, math.ldexp(1.0, fin.emin), a)
-    b = np.where(b == 0, math.ldexp(1.0, fin.emin), b)
+    b = np.where(b == 0, math.ldexp(1.0, fb.emin), b)
     c[: n // 2] = sz(n // 2)
     _agree(a, b, c, p)
 
@@ -220,9 +229,10 @@ def test_matmul_equals_reference_loop(name):
     p = PRESETS[name]
     rng = np.random.default_rng(_seed(name, 8))
     fin, fout = _fmts(p)
+    fb = _bfmt(p)
     M, N, K = 3, 2, 2 * p.k if p.k >= 16 else 4 * p.k
     A = _values(rng, fin, (M, K), fin.emin, min(fin.emax, 6))
-    B = _values(rng, fin, (K, N), fin.emin, min(fin.emax, 6))
+    B = _values(rng, fb, (K, N), fb.emin, min(fb.emax, 6))
     A[0, 1] = np.nan if fin.has_nan else A[0, 1]
     if fin.has_inf:
         A[2, 0] = np.inf
@@ -383,6 +393,77 @@ def test_signed_zero_sums_when_negative_zero_is_kept():
     assert list(np.signbit(d)) == [True, False, False, False]
     _agree(a, b, c, p)
     _agree(a, b, c, p.replace(e_zero=None))
+
+
+# -- mixed a/b input formats (b_format) --------------------------------------------------------
+
+MIXED = [n for n in NAMES if PRESETS[n].b_format is not None]
+
+
+def test_mixed_presets_exist():
+    assert len(MIXED) >= 8
+    assert {PRESETS[n].out_format for n in MIXED} == {"fp32", "fp16"}
+
+
+def test_mixed_operands_are_checked_in_their_own_formats():
+    """A in in_format, B in b_format: an e5m2-only b is accepted, an e4m3-only b is refused with
+    a message naming operand b and both formats (and the other way round for a)."""
+    p = get_profile("ada-e4m3-e5m2")
+    a = np.ones((2, p.k))
+    b = np.ones((2, p.k))
+    b[1] = 0.0
+    b[1, 3] = 2.0**-16  # e5m2's smallest subnormal: not an e4m3 value
+    d = fdpa_batch(a, b, np.zeros(2), p)
+    assert d.tolist() == [32.0, 2.0**-16]
+    assert [fdpa(a[i], b[i], 0.0, p) for i in range(2)] == d.tolist()
+    b[0, 0] = 1.125  # e4m3 only
+    with pytest.raises(ValueError, match=r"^b\[0, 0\] = 1.125 is not exactly representable in "
+                       r"fp8_e5m2, the format of operand b \(ada-e4m3-e5m2 takes a in "
+                       r"fp8_e4m3fn, b in fp8_e5m2\)"):
+        fdpa_batch(a, b, np.zeros(2), p)
+    with pytest.raises(ValueError, match=r"^B\[0, 0\] = 1.125 .* operand b"):
+        matmul(a, b.T, profile=p)
+    with pytest.raises(ValueError, match="1.125 is not representable in fp8_e5m2"):
+        fdpa(a[0], b[0], 0.0, p)
+    a[1, 2] = 2.0**-16  # an e5m2 value is not an a (e4m3) value
+    with pytest.raises(ValueError, match=r"^a\[1, 2\] = 1.52587890625e-05 is not exactly "
+                       r"representable in fp8_e4m3fn, the format of operand a"):
+        fdpa_batch(a, np.ones((2, p.k)), np.zeros(2), p)
+
+
+def test_mixed_products_decode_each_operand_in_its_own_format():
+    """b's precision and subnormal exponent are b's: e5m2 subnormals (emin -14) and e2m1 values
+    as b against fp8 / fp6 a; the reference, the numpy engine and the kernel agree on the
+    known answers."""
+    e4m3_e5m2 = get_profile("ada-e4m3-e5m2")
+    # 1.875 * 1.5 * 2^-15 = 2.8125 * 2^-15 (a subnormal e5m2 b; the product is exact in e8m13)
+    a = np.array([[1.875] + [0.0] * 31])
+    b = np.array([[1.5 * 2.0**-15] + [0.0] * 31])
+    assert fdpa(a[0], b[0], 0.0, e4m3_e5m2) == 2.8125 * 2.0**-15
+    # c = 1 sets e_max = 0; F = 13 cuts the product at 2^-13: trunc(2.8125 / 4) = 0 -> 1.0
+    assert fdpa(a[0], b[0], 1.0, e4m3_e5m2) == 1.0
+    assert fdpa_batch(a, b, np.array([1.0]), e4m3_e5m2).tolist() == [1.0]
+    rtx = get_profile("rtx-blackwell-e5m2-e2m1")
+    # a = 57344 (e5m2 max) times b = 6 (e2m1 max), plus 0.5 (e2m1 subnormal) times 2^-16
+    a = np.array([[57344.0, 2.0**-16] + [0.0] * 30])
+    b = np.array([[6.0, 0.5] + [0.0] * 30])
+    want = 57344.0 * 6.0  # the tiny product is cut (F = 25 below 2^18)
+    assert fdpa(a[0], b[0], 0.0, rtx) == want
+    assert fdpa_batch(a, b, np.zeros(1), rtx).tolist() == [want]
+    b[0, 0] = 0.0
+    assert fdpa(a[0], b[0], 0.0, rtx) == 2.0**-17
+
+
+def test_mixed_lossless_bound_uses_both_formats():
+    from fpscope.profile import lossless_frac_bits
+
+    assert lossless_frac_bits("fp16", "fp32", "fp16") == lossless_frac_bits("fp16", "fp32")
+    # fp16 x bf16: top 15 + 127 = 142 (above fp32's 127), bottom -24 + -133 = -157 vs fp32 -149
+    assert lossless_frac_bits("fp16", "fp32", "bf16") == 142 + 157
+    assert lossless_frac_bits("bf16", "fp32", "fp16") == 142 + 157
+    p = get_profile("cdna1-fp16").replace(b_format="bf16")
+    assert not p.lossless
+    assert p.replace(frac_bits=lossless_frac_bits("fp16", "fp32", "bf16")).lossless
 
 
 # -- recorded hardware vectors (skipped where shared/data/hw-vectors is absent) ----------------

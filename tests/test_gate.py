@@ -262,3 +262,19 @@ def test_gate_on_a_probe_record(tmp_path, capsys):
     assert "tolerant" in capsys.readouterr().err
     assert cli_main(["gate", str(base), "--policy", "record"]) == 0
     assert (tmp_path / "probe.new.json").is_file()
+
+
+def test_gate_re_probes_the_library_level(tmp_path, capsys):
+    """A probe record made with --library is re-probed at the library level: the same split-K
+    passes, a GEMM with another split-K fails naming split_k."""
+    from fpscope.cli import main as cli_main
+
+    base = tmp_path / "lib.json"
+    spec = "simgemm:hopper-fp16,split_k=2"
+    assert cli_main(["probe", spec, "--in-format", "fp16", "--library", "256", "--cases", "256",
+                     "--record", str(base)]) == 0
+    capsys.readouterr()
+    assert cli_main(["gate", str(base)]) == 0
+    assert "same arithmetic" in capsys.readouterr().out
+    assert cli_main(["gate", str(base), "--target", "simgemm:hopper-fp16,split_k=4"]) == 1
+    assert "split_k" in capsys.readouterr().out

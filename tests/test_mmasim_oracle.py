@@ -34,7 +34,9 @@ mmasim, because fpscope's presets reproduce the recorded GPU outputs (tests/test
 
 The experimental presets (no recorded hardware evidence) are the mmasim models: Hopper wgmma,
 Blackwell mma.sync and tcgen05.mma, RTX Blackwell mma.sync (fp16, bf16, tf32, fp8, fp6, fp4
-inputs), AMD CDNA1 (exact block sums). Left out (see fpscope/profile.py): mixed a/b input types,
+inputs), AMD CDNA1 (exact block sums), and mixed a/b input types (``Profile.b_format``: Ada
+mma.sync and Hopper wgmma e4m3 x e5m2, Blackwell tcgen05 / RTX Blackwell kind::f8f6f4 pairs;
+A and B are drawn and encoded each in its own format). Left out (see fpscope/profile.py):
 block-scaled MX/NVFP4 instructions, CDNA2, CDNA3, FP64/FP32 FMA chains.
 """
 
@@ -52,7 +54,7 @@ mv = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("mmasim_validation", mv)
 _spec.loader.exec_module(mv)
 
-CASES = 10_000  # per preset (all 66 presets: about 8 s on one CPU core)
+CASES = 10_000  # per preset (all 80 presets: about 10 s on one CPU core)
 
 #: preset -> (matched, cases) with CASES and seed 0, and why.
 KNOWN_MISMATCH = {
@@ -89,6 +91,28 @@ def test_preset_matches_mmasim(preset):
     r = mv.compare(preset, CASES, seed=0)
     assert r.matched == r.cases, (
         f"{preset} vs {r.model}: {r.matched}/{r.cases}; first: {r.examples[:1]}")
+
+
+def test_mixed_presets_call_mmasim_with_both_types(monkeypatch):
+    """A mixed preset's model takes a's type then b's (as PTX spells it), and the comparison
+    encodes B in b's format. fp8 tensors carry their type (torch dtype); fp6 / fp4 ones are
+    bytes that the model decodes as its b type: the same cases through the model of a's type
+    differ."""
+    from fpscope.profile import PRESETS
+
+    ptx = {"fp8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3",
+           "fp4_e2m1": "e2m1"}
+    mixed = [p for p in mv.MODELS if PRESETS[p].b_format is not None]
+    assert len(mixed) >= 8
+    for p in mixed:
+        op = mv.build_model(p)
+        assert (op.a_type_ptx, op.b_type_ptx) == tuple(ptx[f] for f in
+                                                       PRESETS[p].operand_formats), p
+    name = "blackwell-tcgen05-e3m2-e2m3"
+    # the mixed preset's cases through the e3m2 x e3m2 model: B's e2m3 bytes read as e3m2
+    monkeypatch.setitem(mv.MODELS, name, mv.MODELS["blackwell-tcgen05-e3m2"])
+    r = mv.compare(name, 2000, seed=0, max_examples=0)
+    assert r.matched < r.cases / 2, (r.matched, r.cases)
 
 
 @pytest.mark.parametrize("preset", list(KNOWN_MISMATCH))

@@ -11,28 +11,14 @@ import pytest
 from fpscope.probes.blackbox import SimulatedTarget
 from fpscope.probes.driver import probe
 from fpscope.probes.validate import validate
-from fpscope.profile import PRESETS, resolve_format
-
-
-def _limitation(p):
-    if resolve_format(p.in_format).p <= 4 and resolve_format(p.in_format).emax <= 4:
-        return ("fp6/fp4 inputs: their products span fewer bits than F, so no unit is ever cut "
-                "beside the cancelling pair and the block structure is not observable by the "
-                "cancellation probe (known limitation)")
-    if p.lossless:
-        return ("lossless (exact) blocks, AMD CDNA1: a unit beside an exactly cancelling pair "
-                "survives, which the cancellation probe cannot tell from 'no block' (known "
-                "limitation)")
-    return None
+from fpscope.profile import PRESETS
 
 
 def _params():
-    out = []
-    for name, p in PRESETS.items():
-        why = _limitation(p)
-        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-        out.append(pytest.param(name, marks=marks, id=name))
-    return out
+    # fp6/fp4 inputs and CDNA1's lossless blocks are probed through the rounding-pair structure
+    # probe and c as the third term (tests/test_probes_narrow.py); mixed a/b presets are refused
+    # (test_mixed_presets_are_refused_in_one_line)
+    return [pytest.param(name, id=name) for name, p in PRESETS.items() if p.b_format is None]
 
 
 def _blocks(order, L, K):
@@ -113,3 +99,14 @@ def test_tf32_conversion_round_is_found():
     rep = probe(SimulatedTarget(p), "tf32", cases=1000)
     assert rep.profile.operand_conversion == "round" and rep.accepted
     assert not math.isnan(rep.seconds)
+
+
+@pytest.mark.parametrize("kind", ["sim", "simgemm", "mmasim"])
+def test_mixed_presets_are_refused_in_one_line(kind):
+    """The probes draw a and b in one format: a mixed a/b preset gets a clear ProbeError."""
+    from fpscope.probes.blackbox import ProbeError, make_matrix_target
+
+    mixed = [n for n, p in PRESETS.items() if p.b_format is not None]
+    assert mixed
+    with pytest.raises(ProbeError, match="mixed a/b instructions cannot be probed"):
+        make_matrix_target(f"{kind}:{mixed[0]}")

@@ -38,6 +38,10 @@ EPILOG_PROBE = """examples:
   fpscope probe sim:hopper-e4m3 --in-format fp8_e4m3fn --format json > probe.json
   fpscope probe torch.matmul --in-format fp32 --cases 500
   fpscope probe mypkg.kernels:mma --in-format fp16 --out-format fp32 --k 16 -o my_mma.json
+  fpscope probe simgemm:hopper-e4m3,promotion_interval=128 --in-format fp8_e4m3fn --library
+  fpscope probe simgemm:hopper-fp16,split_k=4,split_k_order=pairwise --in-format fp16 --library 2048
+  fpscope probe simgemm:hopper-e4m3,split_k=2,split_k_format=bf16 --in-format fp8_e4m3fn \
+      --library --chain hopper-e4m3
 """
 
 
@@ -140,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
         "validation finds a mismatch.",
         epilog=EPILOG_PROBE, formatter_class=argparse.RawDescriptionHelpFormatter)
     pb.add_argument("target", help="sim:PRESET (a simulated preset, see 'fpscope profiles'), "
+                    "simgemm:PRESET[,split_k=S,split_k_order=serial|pairwise,split_k_format=F,"
+                    "promotion_interval=P] (a simulated GEMM of any K with library-level fields), "
                     "mmasim:PRESET (mmasim's model of that instruction), numpy.matmul (the CPU "
                     "BLAS), torch.matmul (CUDA when available; torch.matmul:cpu to force the "
                     "CPU), or package.module:function, a callable (A, B, C) -> D of float64 "
@@ -150,6 +156,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "fp32)")
     pb.add_argument("--k", type=int, help="K of the probe calls for targets that take any K "
                     "(default 32); a callable with a fixed K needs its K here")
+    pb.add_argument("--library", nargs="?", type=int, const=1024, default=None, metavar="K",
+                    help="also probe the library level of a GEMM (split-K slices, their order "
+                    "and partial-sum format, FP8 promotion interval) on calls of K products "
+                    "(default 1024, a multiple of --k); the profile then carries those fields "
+                    "and is validated at K")
+    pb.add_argument("--chain", metavar="PROFILE", help="with --library: the chains' arithmetic "
+                    "(a preset name or an fpscope.profile/1 JSON file) instead of probing the "
+                    "instruction level; needed when split-K partials are rounded to a narrow "
+                    "format")
     pb.add_argument("--cases", type=int, default=2000,
                     help="random outputs of the closed-loop validation (default 2000, rounded up "
                     "to whole 16 x 16 calls; 0 skips)")
@@ -709,7 +724,8 @@ def cmd_profiles(args) -> int:
     for p in PRESETS.values():
         steps = p.k // p.block_size
         shape = f"{p.block_size}" + (f" x {steps}" if steps > 1 else "")
-        table.add_row(p.name, p.in_format, p.out_format, shape,
+        inputs = p.in_format if p.b_format is None else f"{p.in_format} x {p.b_format}"
+        table.add_row(p.name, inputs, p.out_format, shape,
                       "exact" if p.lossless else str(p.frac_bits),
                       " ".join(p.step_rounding), p.status,
                       escape(p.evidence.removeprefix("hw-vectors ").replace(": ", " ") or "-"))
@@ -806,9 +822,14 @@ def cmd_probe(args) -> int:
                 resolve_format(name)
             except ValueError as exc:
                 raise UsageError(f"{what}: {exc}") from None
+    if args.library is not None and args.library < 2:
+        raise UsageError(f"--library K must be at least 2, got {args.library}")
+    if args.chain is not None and args.library is None:
+        raise UsageError("--chain needs --library (the chains' arithmetic is only used there)")
+    chain = _load_profile(args.chain) if args.chain is not None else None
     target = make_matrix_target(args.target, args.in_format, args.out_format, k=args.k)
     rep = probe(target, args.in_format, args.out_format, k=args.k, cases=args.cases,
-                seed=args.seed)
+                seed=args.seed, library_k=args.library, chain=chain)
     env = capture() if (args.record or args.format == "html") else None
     if args.format == "json":
         sys.stdout.write(json.dumps(rep.to_dict(), indent=2) + "\n")

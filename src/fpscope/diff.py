@@ -349,8 +349,13 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
     if len(changed) > 1:
         res.notes.append(f"also differ: {', '.join(changed[1:])}")
     fa, fb = resolve_format(a.in_format), resolve_format(b.in_format)
-    if fa.name != fb.name or resolve_format(a.out_format).name != resolve_format(b.out_format).name:
+    if (fa.name != fb.name or a.operand_formats != b.operand_formats
+            or resolve_format(a.out_format).name != resolve_format(b.out_format).name):
         res.notes.append("different input or output formats: no common input to compare")
+        return res
+    if a.b_format is not None:
+        res.notes.append("mixed a/b input formats: the random witness search draws a and b in "
+                         "one format, none was run")
         return res
     res.witness = _profile_witness(a, b, cases, seed)
     if res.witness is None:
@@ -378,7 +383,10 @@ def _profile_witness(a: Profile, b: Profile, cases: int, seed: int) -> dict | No
                 "input": {"products": m["products"], "c": m["c"]},
                 "a": m.get("got", m["got_full"]), "b": m.get("expected", m["expected_full"])}
     fin, fout = resolve_format(a.in_format), resolve_format(a.out_format)
-    K = a.k * b.k // math.gcd(a.k, b.k)
+    K = 1
+    for p in (a, b):  # whole instructions in every split-K slice and promotion interval
+        for unit in (p.k * p.split_k, (p.promotion_interval or p.k) * p.split_k):
+            K = K * unit // math.gcd(K, unit)
     rng = np.random.default_rng(seed)
     for t in range(max(1, cases // 256)):
         kind = GENERATORS[t % len(GENERATORS)]

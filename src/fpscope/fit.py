@@ -268,7 +268,8 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
     head = slice(0, min(grid_samples, len(rec.a)))
     seeds = []
     for q in PRESETS.values() if use_presets else ():
-        if q.in_format == rec.in_format and q.out_format == rec.out_format:
+        if (q.in_format == rec.in_format and q.out_format == rec.out_format
+                and q.b_format is None):  # a recording has one input format
             L = min(q.block_size, rec.K)
             k_order = q.k_order if q.k == rec.K else None
             try:

@@ -316,7 +316,8 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
     try:
         live_target = make_matrix_target(spec, t.get("in_format"), t.get("out_format"),
                                           k=probe_info.get("k"))
-        rep = probe(live_target, t.get("in_format"), t.get("out_format"), k=probe_info.get("k"))
+        rep = probe(live_target, t.get("in_format"), t.get("out_format"), k=probe_info.get("k"),
+                    library_k=probe_info.get("library_k"))
     except ProbeError as exc:
         raise GateError(str(exc)) from None
     if rep.profile is None:

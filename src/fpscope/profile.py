@@ -12,8 +12,14 @@ integer bits) and its exponent is ``e_a + e_b``; c's significand lies in [1, 2) 
 so F = 24 on Ampere is a 26-bit window. (This is the convention under which the recorded
 hardware outputs in shared/data/hw-vectors reproduce bit for bit; see tests/test_hw_vectors.py.)
 
+Mixed input formats (``b_format``): a product's significand ``s_a * s_b`` still lies in [0, 4)
+and its exponent is ``e_a + e_b``, each operand decoded in its own format (its own precision
+and subnormal exponent ``emin``); nothing else of the node arithmetic changes.
+
 JSON schema "fpscope.profile/1": an object with "schema" and exactly the dataclass fields;
-``step_rounding`` and ``output_rounding`` are ``[format, mode]`` pairs (or null).
+``step_rounding`` and ``output_rounding`` are ``[format, mode]`` pairs (or null). Optional fields
+missing from the object take their defaults (a profile written before ``b_format`` existed
+reads as a same-format profile).
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ class Profile:
     Attributes:
         name: preset key ("ampere-fp16", ...).
         arch: architecture ("volta", "turing", "ampere", "ada", "hopper", ...).
-        in_format: name of the a/b operand format.
+        in_format: name of the a operand's format, and of b's too unless ``b_format`` is given.
         out_format: name of the c/d format ("fp32" or "fp16").
         block_size: L, products per fused step.
         k: products per instruction; ``k // block_size`` steps are chained.
@@ -101,6 +107,12 @@ class Profile:
             accumulation" promote every 128 products; NUMERICS.md section 2). None: one chain.
         status: "validated" (reproduces recorded hardware outputs bit for bit) or "experimental".
         evidence: the data that reproduces it (empty while experimental).
+        b_format: name of the b operand's format where it differs from a's (mixed-input
+            instructions: fp8 e4m3 x e5m2 ``mma.sync`` / ``wgmma``, ``kind::f8f6f4`` fp8 x fp6 x
+            fp4); None = the same as ``in_format``. A b_format naming in_format's format is
+            stored as None, so a profile has one spelling. Each operand is decoded, checked
+            (values are never re-rounded) and, under ``operand_conversion``, reduced in its own
+            format; :attr:`operand_formats` gives the pair.
     """
 
     name: str
@@ -127,6 +139,7 @@ class Profile:
     promotion_interval: int | None = None
     status: str = "experimental"
     evidence: str = ""
+    b_format: str | None = None
 
     def __post_init__(self):
         if isinstance(self.step_rounding, list):
@@ -136,8 +149,14 @@ class Profile:
         for f in ("name", "arch", "in_format", "out_format", "status", "evidence"):
             if not isinstance(getattr(self, f), str):
                 raise ValueError(f"{f} must be a string")
-        resolve_format(self.in_format)
+        fa = resolve_format(self.in_format)
         resolve_format(self.out_format)
+        if self.b_format is not None:
+            if not isinstance(self.b_format, str):
+                raise ValueError(f"b_format must be a format name or None, not "
+                                 f"{self.b_format!r}")
+            if resolve_format(self.b_format) == fa:
+                object.__setattr__(self, "b_format", None)  # one spelling of "same format"
         for f in ("block_size", "k", "frac_bits", "nan_bits"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool):
@@ -184,15 +203,25 @@ class Profile:
         return self.k // self.block_size
 
     @property
+    def operand_formats(self) -> tuple[str, str]:
+        """(a's format, b's format): ``(in_format, b_format or in_format)``."""
+        return self.in_format, self.b_format or self.in_format
+
+    @property
+    def mixed(self) -> bool:
+        """True when a and b have different formats (``b_format`` set)."""
+        return self.b_format is not None
+
+    @property
     def lossless(self) -> bool:
         """True when the cut at ``2^(e_max - F)`` can never drop a bit of any term.
 
-        That is ``frac_bits >= lossless_frac_bits(...)`` for the input format and every format
+        That is ``frac_bits >= lossless_frac_bits(...)`` for the input formats and every format
         c arrives in (out_format; the step format for chained blocks): each block is then the
         exact sum rounded once by rho (AMD CDNA1, mmasim ``arithmetic/fdpa.py: e_fdpa``).
         """
         c_formats = {self.out_format, self.step_rounding[0]}
-        return self.frac_bits >= max(lossless_frac_bits(self.in_format, c)
+        return self.frac_bits >= max(lossless_frac_bits(self.in_format, c, self.b_format)
                                      for c in c_formats)
 
     def replace(self, **changes) -> "Profile":
@@ -233,17 +262,19 @@ class Profile:
         return cls.from_dict(d)
 
 
-def lossless_frac_bits(in_format: str, c_format: str) -> int:
+def lossless_frac_bits(in_format: str, c_format: str, b_format: str | None = None) -> int:
     """The smallest F at which no term of a block is ever cut (fpscope's F convention).
 
-    The largest leading exponent a term can have (a product ``2 * emax`` of the input format,
-    c ``emax`` of its format) minus the smallest weight of a last bit (a product of two smallest
-    subnormals ``2 * (emin - (p - 1))``, c ``emin - (p - 1)``): fp16 inputs with fp32 c 276,
-    bf16 inputs with fp32 c 520.
+    The largest leading exponent a term can have (a product ``emax_a + emax_b`` of the input
+    formats, c ``emax`` of its format) minus the smallest weight of a last bit (a product of two
+    smallest subnormals ``(emin_a - (p_a - 1)) + (emin_b - (p_b - 1))``, c ``emin - (p - 1)``):
+    fp16 inputs with fp32 c 276, bf16 inputs with fp32 c 520. ``b_format``: b's format where it
+    differs from ``in_format`` (a's).
     """
-    fi, fc = resolve_format(in_format), resolve_format(c_format)
-    top = max(2 * fi.emax, fc.emax)
-    bottom = min(2 * (fi.emin - (fi.p - 1)), fc.emin - (fc.p - 1))
+    fa, fc = resolve_format(in_format), resolve_format(c_format)
+    fb = resolve_format(b_format) if b_format is not None else fa
+    top = max(fa.emax + fb.emax, fc.emax)
+    bottom = min(fa.emin - (fa.p - 1) + fb.emin - (fb.p - 1), fc.emin - (fc.p - 1))
     return top - bottom
 
 
@@ -335,7 +366,6 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
 # script's --sensitivity run (each one-parameter change alters outputs).
 #
 # mmasim 2.1.1 models left out (the Profile cannot express them; no feature was added):
-# * mixed a/b input types (e4m3 x e5m2, fp8 x fp6, ...: kind::f8f6f4 and wgmma): one in_format;
 # * block-scaled instructions (sim.MMABlockScale, sim.TCGen05MMABlockScale: MXFP8/6/4 and NVFP4,
 #   ``MMA_ST_FDPA`` / ``MMA_GST_FDPA``): scale exponents per product, groups of 16 summed first;
 # * mma.sync shapes with fewer products than the presets' (m16n8k8 bf16, m16n8k4 tf32, m16n8k16
@@ -403,6 +433,49 @@ _MMASIM_PRESETS += [
        step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False),
 ]
 PRESETS.update((p.name, p) for p in _MMASIM_PRESETS)
+
+# -- mixed a/b input formats (``b_format``; experimental, from mmasim's models) ---------------
+#
+# Naming: ``<arch>[-<instruction>]-<a>-<b>[-fp16out]`` (a = in_format, b = b_format). mmasim
+# 2.1.1 builds a mixed-type instruction exactly as the same-type one: ``MMA_T_FDPA(F, rho,
+# L_max, e_zero, a_type_ptx, b_type_ptx)`` with F, rho, e_zero chosen by the instruction, the
+# arch and the output type, ``L_max = 32 bytes // a_type.itemsize`` (fp8 and, held one per byte,
+# fp6 / fp4: 32), and the Ada / Hopper-wgmma fp8 rule (F = 13, RZ-E8M13 or RNE-FP16) keyed on
+# a's type being fp8 (``nv_ptx/sim.py``); ``t_fdpa`` decodes a and b each with its own type
+# (``frexp_and_normalize``, fp6 / fp4 with their own subnormal exponent) and multiplies
+# ``s_a * s_b`` at ``e_a + e_b``. So each preset below is the same-type preset of its a type
+# (same instruction, same output) with b's format changed: Ada ``mma.sync m16n8k32`` (sm_89)
+# e4m3 x e5m2 both ways, Hopper ``wgmma m64nNk32`` e4m3 x e5m2 both ways, Blackwell
+# ``tcgen05.mma kind::f8f6f4`` and RTX Blackwell ``mma.sync`` (sm_89 fp8 shape, sm_120
+# kind::f8f6f4) pairs across fp8, fp6 and fp4. A representative set, not all 20 ordered pairs
+# per instruction and output: every other pair is ``PRESETS[<a preset>].replace(b_format=...)``.
+# Agreement (scripts/mmasim_validation.py --cases 100000 --sensitivity, seed 0;
+# records/mmasim-validation-mixed.txt): each agrees with mmasim 2.1.1 bit for bit on 100,480
+# (mma.sync) or 102,400 (wgmma, tcgen05) cases, A and B drawn and encoded each in its own
+# format; F +-1, L / 2, the step rounding, the alignment and flush_inputs each change outputs
+# (e_zero is not observable with these formats, as for the same-format fp8 / fp6 / fp4 presets).
+_NV_SHORT = dict(_NV_F8F6F4)
+
+
+def _mixed(prefix: str, a: str, b: str, fp16out: bool = False) -> Profile:
+    """The preset ``<prefix>-<a>[-fp16out]`` with b's format ``b`` (short names: e4m3, ...)."""
+    out = "-fp16out" if fp16out else ""
+    return PRESETS[f"{prefix}-{a}{out}"].replace(name=f"{prefix}-{a}-{b}{out}",
+                                                 b_format=_NV_SHORT[b], status="experimental",
+                                                 evidence="")
+
+
+_MIXED_PRESETS = [
+    *(_mixed(prefix, a, b, o) for prefix in ("ada", "hopper-wgmma")
+      for a, b in (("e4m3", "e5m2"), ("e5m2", "e4m3")) for o in (False, True)),
+    _mixed("blackwell-tcgen05", "e4m3", "e2m1"),
+    _mixed("blackwell-tcgen05", "e3m2", "e2m3"),
+    _mixed("blackwell-tcgen05", "e2m1", "e5m2", fp16out=True),
+    _mixed("rtx-blackwell", "e4m3", "e5m2"),
+    _mixed("rtx-blackwell", "e5m2", "e2m1"),
+    _mixed("rtx-blackwell", "e2m3", "e3m2", fp16out=True),
+]
+PRESETS.update((p.name, p) for p in _MIXED_PRESETS)
 
 
 #: The recorded set (shared/data/hw-vectors) each preset reproduces bit for bit.

@@ -33,7 +33,8 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         A: (M, K) array of values exactly representable in ``profile.in_format`` (tf32
             profiles: fp32 values, reduced per ``profile.operand_conversion``); NaN, Inf, -0 and
             subnormals allowed. Any float dtype; values are never re-rounded.
-        B: (K, N) likewise.
+        B: (K, N) likewise, in ``profile.b_format`` where the profile sets it (mixed-input
+            instructions; an error names the operand and both formats).
         C: (M, N) values of ``profile.out_format``, or None (zeros).
         profile: a :class:`fpscope.profile.Profile` (keyword; required).
         pad: pad a K that is not a multiple of ``profile.k`` with zero products (see

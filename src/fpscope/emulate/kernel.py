@@ -4,8 +4,9 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
 :mod:`fpscope.emulate.reference`; NUMERICS.md section 2), laid out for speed:
 
 * Operands are split once into values and leading exponents. The leading exponent of a nonzero
-  operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``), stored as int8 where the
-  format's exponents lie in [-20, 20] (fp16, fp8, fp6, fp4), else int16; zeros
+  operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``; a and b each with their own
+  format's ``emin`` in a mixed-input profile), stored as int8 where both operand formats'
+  exponents lie in [-20, 20] (fp16, fp8, fp6, fp4), else int16; zeros
   (and subnormals under ``flush_inputs``) get a sentinel far below every real exponent, so
   ``e_a + e_b`` of a zero product is recognisably below a bound (:func:`_exponent_coding`).
 * Per block of L products and each output element, ``e_max`` is the max of the product
@@ -52,7 +53,8 @@ __all__ = ["matmul", "unsupported"]
 _KNOWN_FIELDS = frozenset((
     "name", "arch", "in_format", "out_format", "block_size", "k", "frac_bits", "alignment",
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
-    "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence"))
+    "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence",
+    "b_format"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
@@ -61,17 +63,17 @@ def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | 
     """float32 when every product of two inputs is exact in float32 and a scale ``2^-lsb``
     that meets a nonzero product stays below ``2^127``; float64 otherwise.
 
-    Statically (any operands of the format: fp16, fp8, fp6, fp4), or for the given finite
-    operands A, B (bf16, tf32): every nonzero product then lies in
+    Statically (any operands of the formats: fp16, fp8, fp6, fp4, and mixed pairs of them), or
+    for the given finite operands A, B (bf16, tf32): every nonzero product then lies in
     ``[min|a| min|b|, max|a| max|b|]``; at most ``2^124`` means no product overflows, at least
     ``2^(F - 124)`` means each is normal and ``F - e_max <= 126``. Floor alignment always takes
     float64 (a negative scaled product that underflows to -0 would floor to 0, not -1).
     """
-    fin = resolve_format(profile.in_format)
-    if profile.alignment == "floor" or 2 * fin.p > 24:
+    fa, fb = _operand_formats(profile)
+    if profile.alignment == "floor" or fa.p + fb.p > 24:
         return np.float64
-    if (2 * fin.emax + 2 <= 126 and 2 * (fin.emin - fin.p + 1) >= -126
-            and profile.frac_bits - 2 * fin.emin <= 126):
+    if (fa.emax + fb.emax + 2 <= 126 and (fa.emin - fa.p + 1) + (fb.emin - fb.p + 1) >= -126
+            and profile.frac_bits - fa.emin - fb.emin <= 126):
         return np.float32
     if A is None or B is None:
         return np.float64
@@ -96,13 +98,13 @@ def unsupported(profile: Profile) -> str | None:
     for f in dataclasses.fields(profile):  # a field added after the kernel was written
         if f.name not in _KNOWN_FIELDS and getattr(profile, f.name) != f.default:
             return f"the kernel does not model the profile field {f.name!r}"
-    fin = resolve_format(profile.in_format)
     if not profile.neg_zero_to_pos:
         return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
     if _int32_terms(profile) < 1:
         return f"F = {profile.frac_bits}: one cut product may not fit int32"
-    if fin.p > 24:
-        return f"{fin.name} inputs are wider than the kernel's products allow"
+    for fin in _operand_formats(profile):
+        if fin.p > 24:
+            return f"{fin.name} inputs are wider than the kernel's products allow"
     for fmt in (resolve_format(profile.out_format), resolve_format(profile.step_rounding[0]),
                 resolve_format(profile.output_rounding[0]) if profile.output_rounding else None):
         if fmt is not None and (fmt.emin - fmt.p < -1000 or fmt.emax > 1000 or fmt.p > 53):
@@ -124,20 +126,28 @@ def _rounding_args(fmt: Format, mode: str, flush: bool):
     return (fmt.p, q_lo, fmt.max_finite, _MODES[mode], tiny, 2.0 ** (fmt.emax + 1))
 
 
-def _exponent_coding(fmt: Format):
-    """(dtype, sentinel, zero_below) of the exponent arrays. int8 when every exponent e of the
-    format lies in [-20, 20]: real sums lie in [-40, 40], a sentinel -62 plus any real exponent
-    in [-82, -42], two sentinels -124 (no int8 overflow), so "a sum below -41" is exactly "a zero
+def _operand_formats(profile: Profile) -> tuple[Format, Format]:
+    """The formats of a and b (``profile.operand_formats``)."""
+    fa = resolve_format(profile.in_format)
+    return fa, (fa if profile.b_format is None else resolve_format(profile.b_format))
+
+
+def _exponent_coding(*fmts: Format):
+    """(dtype, sentinel, zero_below) of the exponent arrays of both operands (one coding for a
+    and b, so that ``e_a + e_b`` is one narrow sum). int8 when every exponent e of the formats
+    lies in [-20, 20]: real sums lie in [-40, 40], a sentinel -62 plus any real exponent in
+    [-82, -42], two sentinels -124 (no int8 overflow), so "a sum below -41" is exactly "a zero
     product". int16 otherwise, with sentinel -16000 and bound -8000."""
-    if fmt.emin >= -20 and fmt.emax <= 20:
+    if all(f.emin >= -20 and f.emax <= 20 for f in fmts):
         return np.int8, -62, -41
     return np.int16, -16000, -8000
 
 
-def _exponents(x: np.ndarray, fmt: Format, flush: bool) -> np.ndarray:
-    """Leading exponents ``max(floor(log2|x|), emin)`` (dtype of :func:`_exponent_coding`);
-    the sentinel for zeros (and for subnormals when ``flush``). x finite."""
-    dtype, sentinel, _ = _exponent_coding(fmt)
+def _exponents(x: np.ndarray, fmt: Format, flush: bool, coding=None) -> np.ndarray:
+    """Leading exponents ``max(floor(log2|x|), emin)`` in ``coding`` (default
+    :func:`_exponent_coding` of fmt); the sentinel for zeros (and for subnormals when
+    ``flush``). x finite."""
+    dtype, sentinel, _ = coding or _exponent_coding(fmt)
     ax = np.abs(x)
     _, e = np.frexp(ax)
     e = np.maximum(e.astype(np.int32) - 1, fmt.emin)
@@ -155,7 +165,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     Args:
         A: (M, K) float64, values of the input format (tf32: already reduced), K a positive
             multiple of ``profile.k``; validated by the caller (``fpscope.emulate.matmul``).
-        B: (K, N) float64, likewise.
+        B: (K, N) float64, likewise (values of ``profile.b_format`` where set).
         C: (M, N) float64 values of ``profile.out_format``.
         profile: a profile for which :func:`unsupported` is None.
         rows, cols: tile shape (rows of A, columns of B) of one parallel task.
@@ -172,7 +182,8 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     why = unsupported(profile)
     if why:
         raise ValueError(f"{profile.name}: the numba kernel cannot run this profile: {why}")
-    fin = resolve_format(profile.in_format)
+    fa, fb = _operand_formats(profile)
+    coding = _exponent_coding(fa, fb)
     K = A.shape[1]
     k = profile.k
     if profile.k_order is not None:  # the products in the order the blocks take them
@@ -184,10 +195,10 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     bad_cols = np.flatnonzero(~finB.all(axis=0))
     A0 = np.where(finA, A, 0.0)
     B0 = np.where(finB, B, 0.0)
-    EA = _exponents(A0, fin, profile.flush_inputs)
-    EB = _exponents(B0, fin, profile.flush_inputs)
+    EA = _exponents(A0, fa, profile.flush_inputs, coding)
+    EB = _exponents(B0, fb, profile.flush_inputs, coding)
     if profile.flush_inputs:
-        sentinel = _exponent_coding(fin)[1]
+        sentinel = coding[1]
         A0 = np.where(EA == sentinel, 0.0, A0)
         B0 = np.where(EB == sentinel, 0.0, B0)
     vt = _value_dtype(profile, A0, B0)
@@ -213,7 +224,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
                     has_out, _rounding_args(fo, mo, profile.flush_outputs),
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
-                    _int32_terms(profile), _exponent_coding(fin)[2], max(1, rows), max(1, cols))
+                    _int32_terms(profile), coding[2], max(1, rows), max(1, cols))
     finally:
         if threads is not None:
             numba.set_num_threads(old)

@@ -5,7 +5,8 @@ It is the oracle the fast engines are checked against.
 
 Steps of one fused block (``d = rho(sum_i a_i * b_i + c)``):
 
-1. decode each operand to (sign, integer significand, exponent); subnormals keep ``e = emin``
+1. decode each operand to (sign, integer significand, exponent) in its format (a in
+   ``profile.in_format``, b in ``profile.b_format`` where set); subnormals keep ``e = emin``
    with a significand below 1;
 2. each product is exact, significand ``s_a * s_b`` in [0, 4), exponent ``e_a + e_b``, not
    renormalised;
@@ -105,7 +106,7 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None) ->
     out_format (chained steps pass the step format: c is then the previous step's result).
     """
     rounding = profile.step_rounding
-    fin = resolve_format(profile.in_format)
+    fa, fb = (resolve_format(f) for f in profile.operand_formats)
     fc = resolve_format(c_format or profile.out_format)
     prods = list(zip(a, b))
     special = _special(prods, c)
@@ -113,12 +114,12 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None) ->
         return special if not math.isnan(special) else math.nan
     terms = []  # (sign, integer significand, weight exponent of its last bit, leading exponent)
     for x, y in prods:
-        sx, nx, ex = _decode(x, fin, profile.flush_inputs)
-        sy, ny, ey = _decode(y, fin, profile.flush_inputs)
+        sx, nx, ex = _decode(x, fa, profile.flush_inputs)
+        sy, ny, ey = _decode(y, fb, profile.flush_inputs)
         if nx == 0 or ny == 0:
             terms.append((sx * sy, 0, 0, profile.e_zero))
         else:
-            terms.append((sx * sy, nx * ny, ex + ey - 2 * (fin.p - 1), ex + ey))
+            terms.append((sx * sy, nx * ny, ex + ey - (fa.p - 1) - (fb.p - 1), ex + ey))
     sc, nc, ec = _decode(c, fc, profile.flush_inputs)
     terms.append((sc, nc, 0, profile.e_zero) if nc == 0 else (sc, nc, ec - (fc.p - 1), ec))
     exps = [t[3] for t in terms if t[3] is not None]
@@ -182,11 +183,11 @@ def _add(x: float, c: float, profile: Profile) -> float:
     return _rho(math.ldexp(total, lsb - 1), profile.step_rounding, profile)
 
 
-def _operand(x: float, profile: Profile) -> float:
+def _operand(x: float, profile: Profile, fmt: str) -> float:
     if profile.operand_conversion is None:
         return x
     mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
-    return float(round_to_format(np.float64(x), resolve_format(profile.in_format), mode))
+    return float(round_to_format(np.float64(x), resolve_format(fmt), mode))
 
 
 def fdpa(a, b, c: float, profile: Profile) -> float:
@@ -194,14 +195,16 @@ def fdpa(a, b, c: float, profile: Profile) -> float:
 
     Args:
         a, b: sequences of k float64 values, exactly representable in ``profile.in_format``
-            (for a tf32 profile, fp32 values are first reduced per ``operand_conversion``).
+            (b: in ``profile.b_format`` where set; for a tf32 profile, fp32 values are first
+            reduced per ``operand_conversion``).
         c: the accumulator input, a value of ``profile.out_format``.
 
     Returns:
         the float64 value of d (a value of the output format, NaN canonical as float NaN).
     """
-    a = [_operand(float(x), profile) for x in a]
-    b = [_operand(float(x), profile) for x in b]
+    fa, fb = profile.operand_formats
+    a = [_operand(float(x), profile, fa) for x in a]
+    b = [_operand(float(x), profile, fb) for x in b]
     if len(a) != profile.k or len(b) != profile.k:
         raise ValueError(f"{profile.name} takes k = {profile.k} products, got {len(a)}, {len(b)}")
     if profile.k_order is not None:

@@ -6,7 +6,9 @@ docstring and NUMERICS.md section 2), evaluated with numpy over a batch of instr
 * operands are decoded with ``np.frexp`` / ``np.ldexp`` to (sign, integer significand S,
   exponent e of the leading bit position; subnormals keep ``e = emin``);
 * products are exact int64 significands ``S_a * S_b`` (at most 2 * 11 bits here) with leading
-  exponent ``e_a + e_b``; a zero term takes ``profile.e_zero`` in the max (None: left out);
+  exponent ``e_a + e_b``, a decoded in ``profile.in_format`` and b in its own format
+  (``profile.operand_formats``: mixed-input profiles); a zero term takes ``profile.e_zero`` in
+  the max (None: left out);
 * every term is cut at weight ``2^(e_max - F)`` with int64 shifts ("truncate": the magnitude
   toward zero; "floor": two's-complement floor; "nearest": ties to even on the magnitude);
 * the cut terms are summed in int64; after alignment each term is an integer multiple of
@@ -55,9 +57,15 @@ def check_exact(profile: Profile) -> None:
         raise ValueError(
             f"{profile.name}: F + 2 + log2(L + 1) = {bits:.2f} > 53 bits; the vectorised engine "
             f"cannot sum a block of {profile.block_size} terms exactly (use the reference engine)")
-    fin = resolve_format(profile.in_format)
-    if 2 * fin.p > 62:
-        raise ValueError(f"{profile.name}: {fin.name} products do not fit int64")
+    fa, fb = _operand_formats(profile)
+    if fa.p + fb.p > 62:
+        raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products do not fit int64")
+
+
+def _operand_formats(profile: Profile) -> tuple[Format, Format]:
+    """The formats of a and b (:attr:`fpscope.profile.Profile.operand_formats`)."""
+    fa = resolve_format(profile.in_format)
+    return fa, (fa if profile.b_format is None else resolve_format(profile.b_format))
 
 
 class _Dec:
@@ -172,9 +180,12 @@ def _exact_sum_odd(terms: np.ndarray) -> np.ndarray:
     return np.where(fix, np.nextafter(top, np.where(below > 0, np.inf, -np.inf)), top)
 
 
-def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin: Format,
+def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbits: int,
            finite: bool) -> np.ndarray:
-    """One fused step over broadcastable decoded operands (..., L) and c (...)."""
+    """One fused step over broadcastable decoded operands (..., L) and c (...).
+
+    ``pbits``: fraction bits of a product significand ``S_a * S_b``, ``(p_a - 1) + (p_b - 1)``.
+    """
     n = A.S * B.S
     pneg = A.neg ^ B.neg
     pzero = n == 0
@@ -184,7 +195,7 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin
     czero = C.S == 0
     allneg = np.all(pneg, axis=-1) & C.neg
     if profile.lossless:  # nothing is cut: the exact sum, rounded to odd, then rho
-        pv = np.ldexp(n.astype(np.float64), lead - 2 * (fin.p - 1))
+        pv = np.ldexp(n.astype(np.float64), lead - pbits)
         cv = np.ldexp(C.S.astype(np.float64), C.e - (c_fmt.p - 1))
         pv, cv = np.where(pneg, -pv, pv), np.where(C.neg, -cv, cv)
         pv, cv = np.broadcast_arrays(pv, cv[..., None])
@@ -195,7 +206,7 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin
         clead = np.where(czero, ez, C.e)
         emax = np.maximum(plead.max(axis=-1), clead)
         lsb = emax - profile.frac_bits
-        pshift = lead - 2 * (fin.p - 1) - lsb[..., None]
+        pshift = lead - pbits - lsb[..., None]
         cshift = C.e - (c_fmt.p - 1) - lsb
         total = (_cut(n, pshift, pneg, profile.alignment).sum(axis=-1)
                  + _cut(C.S, cshift, C.neg, profile.alignment))
@@ -214,22 +225,30 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, fin
     return d
 
 
-def _check_values(x: np.ndarray, fmt: Format, what: str) -> None:
+def _check_values(x: np.ndarray, fmt: Format, what: str, profile: Profile | None = None) -> None:
     ok = is_representable(x, fmt)
     if not ok.all():
         idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+        whose = ""
+        if profile is not None and profile.b_format is not None and what in ("a", "b", "A", "B"):
+            whose = (f", the format of operand {what.lower()} ({profile.name} takes a in "
+                     f"{profile.in_format}, b in {profile.b_format})")
         raise ValueError(f"{what}[{', '.join(map(str, idx))}] = {float(x[idx])!r} is not exactly "
-                         f"representable in {fmt.name} (values are never re-rounded)")
+                         f"representable in {fmt.name}{whose} (values are never re-rounded)")
 
 
 def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
-    """Validated float64 operands (tf32 profiles: fp32 values reduced per operand_conversion)."""
+    """Validated float64 operands (tf32 profiles: fp32 values reduced per operand_conversion).
+
+    ``what`` names the operand ("a", "A": ``profile.in_format``; "b", "B": b's format,
+    ``profile.operand_formats[1]``).
+    """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != ndim:
         raise ValueError(f"{what} must be {ndim}-dimensional, got shape {x.shape}")
-    fin = resolve_format(profile.in_format)
+    fin = _operand_formats(profile)[what.lower() == "b"]
     if profile.operand_conversion is None:
-        _check_values(x, fin, what)
+        _check_values(x, fin, what, profile)
         return x
     _check_values(x, FP32, what)  # operands arrive in fp32 containers
     mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
@@ -238,7 +257,8 @@ def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
 
 def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> np.ndarray:
     """One instruction (all its chained blocks); A, B decoded (..., k) broadcastable."""
-    fin = resolve_format(profile.in_format)
+    fa, fb = _operand_formats(profile)
+    pbits = fa.p - 1 + fb.p - 1
     L = profile.block_size
     if profile.k_order is not None:  # the products in the order the blocks take them
         order = np.asarray(profile.k_order)
@@ -248,7 +268,8 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> n
     for s in range(profile.stages):
         c_fmt = resolve_format(profile.out_format if s == 0 else profile.step_rounding[0])
         sl = (Ellipsis, slice(s * L, (s + 1) * L))
-        d = _block(A[sl], B[sl], d, c_fmt, profile, fin, finite and bool(np.isfinite(d).all()))
+        d = _block(A[sl], B[sl], d, c_fmt, profile, pbits,
+                   finite and bool(np.isfinite(d).all()))
     if c_last:  # c added to the blocks' result, one rounding (reference._add)
         d = _rho(sum_round_to_odd(d, c), profile.step_rounding, profile)
     if profile.output_rounding is not None:
@@ -261,8 +282,9 @@ def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
 
     Args:
         a, b: arrays (batch, k) of float64 values exactly representable in
-            ``profile.in_format`` (tf32 profiles: fp32 values, reduced per
-            ``profile.operand_conversion`` as the reference does). NaN/Inf/-0/subnormals allowed.
+            ``profile.in_format`` (b: in ``profile.b_format`` where set; tf32 profiles: fp32
+            values, reduced per ``profile.operand_conversion`` as the reference does).
+            NaN/Inf/-0/subnormals allowed.
         c: array (batch,) of values of ``profile.out_format``.
         profile: the instruction's :class:`~fpscope.profile.Profile`.
 
@@ -284,10 +306,10 @@ def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
         raise ValueError(f"c must have shape ({a.shape[0]},), got {c.shape}")
     fout = resolve_format(profile.out_format)
     _check_values(c, fout, "c")
-    fin = resolve_format(profile.in_format)
+    fa, fb = _operand_formats(profile)
     finite = bool(np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c).all())
-    A = _decode(a, fin, profile.flush_inputs)
-    B = _decode(b, fin, profile.flush_inputs)
+    A = _decode(a, fa, profile.flush_inputs)
+    B = _decode(b, fb, profile.flush_inputs)
     return _chain(A, B, c, profile, finite)
 
 
@@ -295,8 +317,8 @@ def prepare(A, B, C, profile: Profile | None, pad: bool = False):
     """Validated float64 operands of a GEMM: ``(A, B, C)`` with K a multiple of ``profile.k``.
 
     Checks and conversions shared by every GEMM engine (see :func:`matmul` for the arguments):
-    A (M, K), B (K, N) values of the input format (tf32 profiles: fp32 values reduced per
-    ``operand_conversion``), C (M, N) values of the output format or None (zeros); with
+    A (M, K), B (K, N) values of the input formats (A: ``in_format``, B: ``b_format`` where set;
+    tf32 profiles: fp32 values reduced per ``operand_conversion``), C (M, N) values of the output format or None (zeros); with
     ``pad=True`` a K that is not a multiple of ``profile.k`` is padded with zero products.
 
     Raises:
@@ -345,7 +367,7 @@ def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
 
     Args:
         A: (M, K) values of ``profile.in_format`` (tf32: fp32 values, reduced as in fdpa).
-        B: (K, N) likewise.
+        B: (K, N) likewise, of b's format (``profile.b_format``; None: ``in_format``).
         C: (M, N) values of ``profile.out_format``, or None (zeros).
         profile: the instruction profile (keyword; required).
         pad: K must be a multiple of ``profile.k``; with ``pad=True`` a K that is not is padded
@@ -372,9 +394,9 @@ def gemm_prepared(A, B, C, profile: Profile, max_elems: int = 1 << 22) -> np.nda
     M, K = A.shape
     N = B.shape[1]
     k = profile.k
-    fin = resolve_format(profile.in_format)
-    DA = _decode(A, fin, profile.flush_inputs)
-    DB = _decode(B.T.copy(), fin, profile.flush_inputs)  # (N, K)
+    fa, fb = _operand_formats(profile)
+    DA = _decode(A, fa, profile.flush_inputs)
+    DB = _decode(B.T.copy(), fb, profile.flush_inputs)  # (N, K)
     finA = np.isfinite(A)
     finB = np.isfinite(B.T)
     D = C.copy()

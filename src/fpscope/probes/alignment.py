@@ -14,8 +14,9 @@ the pair among the products (c path). d / 2^(E - F) is then:
 Outcomes: the product path gives ``alignment``. On the c path "exact" means c does not take part
 in the fused block: it is added after the last block (``c_entry`` "last"); otherwise the c path
 must cut as the product path does (the profile has one alignment), else the op does not fit.
-Not observable: 0.25 * 2^(E - F) must be a product of two normal inputs (product path) or a
-normal output value (c path); with F too large for the formats the row is skipped.
+Not observable: 0.25 * 2^(E - F) must be a product of two normal inputs (product path) or an
+output value (c path; subnormal c only when each x * 2^(E - F) alone, products +0, comes back
+unchanged: fp6/fp4 inputs with fp16 output); with F too large for the formats the row is skipped.
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ def _path(ctx: Ctx, path: str):
     if len(blk) < need:
         return None, [], None, f"blocks of {len(blk)} product(s): no room for the {path}-path probe"
     floor = max(ctx.fout.min_normal, 0.0)
+    sub_c = False
     if 0.25 * unit < floor:
-        return None, [], None, (f"not observable with these formats (0.25 * 2^(E-F) is below the "
-                                f"smallest normal {ctx.fout.name} value)")
+        # the c path may take subnormal c values (fp6/fp4 inputs beside an fp16 output) when
+        # c alone comes back unchanged (not flushed); the product path never does
+        sub_c = path == "c" and 0.25 * unit >= ctx.fout.min_subnormal
+        if not sub_c:
+            return None, [], None, (f"not observable with these formats (0.25 * 2^(E-F) is below "
+                                    f"the smallest normal {ctx.fout.name} value)")
     rows = []
     try:
         for x in XS:
@@ -62,8 +68,15 @@ def _path(ctx: Ctx, path: str):
                 rows.append(ctx.row([(blk[0], big), (blk[1], -big), (blk[2], x * unit)]))
             else:
                 rows.append(ctx.row([(blk[0], big), (blk[1], -big)], c=x * unit))
+        if sub_c:
+            ctrl = [ctx.row([], c=x * unit) for x in XS]
     except NotRepresentable as exc:
         return None, [], None, f"not observable with these formats ({exc})"
+    if sub_c:
+        dc = ctx.run(ctrl)
+        if not all(float(v) == r[2] for v, r in zip(dc, ctrl)):
+            return None, [], None, (f"not observable with these formats (subnormal {ctx.fout.name} "
+                                    f"values x * 2^(E-F) do not come back unchanged alone)")
     d = ctx.run(rows)
     units = [v / unit for v in d]
     ev = [ctx.evidence(r, float(v), f"2^{E} - 2^{E} + {x} * 2^(E-F) on the {path} path")

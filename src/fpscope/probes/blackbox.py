@@ -15,6 +15,11 @@ Adapters:
   (:func:`fpscope.emulate.vectorized.matmul`, one instruction of ``k`` products per output); NaN
   outputs carry the profile's ``nan_bits`` in the top significand bits of the float64 NaN, so that
   narrowing to the output format gives those bits.
+* :class:`SimGemmTarget` (``simgemm:PRESET[,field=value...]``): a whole GEMM of any K run by
+  :func:`fpscope.emulate.matmul` on the preset's instruction with library-level fields
+  (``split_k``, ``split_k_order``, ``split_k_format``, ``promotion_interval``;
+  :mod:`fpscope.emulate.library`); a K that does not fill whole slices is padded with zero
+  products at the end, as a kernel fills its last k-tiles with zeros.
 * :class:`CallableTarget`: any Python callable ``f(A, B, C) -> D`` (numpy float64 arrays in and
   an array-like out).
 * :class:`TorchMatmulTarget`: ``torch.matmul(A, B) + C`` (torch imported lazily; CPU, or CUDA
@@ -40,6 +45,7 @@ __all__ = [
     "CallableTarget",
     "MatrixTarget",
     "ProbeError",
+    "SimGemmTarget",
     "SimulatedTarget",
     "TorchMatmulTarget",
     "evaluate_rows",
@@ -154,6 +160,107 @@ class SimulatedTarget(MatrixTarget):
         return np.where(np.isnan(D), self._nan, D)
 
 
+#: The options of ``simgemm:PRESET,...``: the Profile's library-level fields.
+GEMM_OPTIONS = ("split_k", "split_k_order", "split_k_format", "promotion_interval")
+
+
+def parse_gemm_options(spec: str, text: str) -> dict:
+    """``"split_k=4,split_k_order=pairwise"`` -> {"split_k": 4, "split_k_order": "pairwise"}.
+
+    Values: ``split_k`` a positive integer; ``split_k_order`` serial or pairwise;
+    ``split_k_format`` a format name or none; ``promotion_interval`` a positive integer or none.
+
+    Raises:
+        ProbeError: an unknown key, a repeated key, a malformed or bad value (one line).
+    """
+    from ..profile import SPLIT_K_ORDERS
+
+    out: dict = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, eq, val = (x.strip() for x in item.partition("="))
+        if not eq or not val:
+            raise ProbeError(f"{spec}: option {item!r} is not key=value")
+        if key not in GEMM_OPTIONS:
+            import difflib
+
+            close = difflib.get_close_matches(key, GEMM_OPTIONS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ProbeError(f"{spec}: unknown option {key!r}; {hint}known: "
+                             f"{', '.join(GEMM_OPTIONS)}")
+        if key in out:
+            raise ProbeError(f"{spec}: option {key} given twice")
+        none = val.lower() in ("none", "null")
+        if key in ("split_k", "promotion_interval"):
+            if none and key == "promotion_interval":
+                out[key] = None
+                continue
+            try:
+                n = int(val)
+            except ValueError:
+                n = 0
+            if n < 1 or str(n) != val.lstrip("+"):
+                raise ProbeError(f"{spec}: {key} must be a positive integer"
+                                 f"{' or none' if key == 'promotion_interval' else ''}, "
+                                 f"not {val!r}")
+            out[key] = n
+        elif key == "split_k_order":
+            if val not in SPLIT_K_ORDERS:
+                raise ProbeError(f"{spec}: split_k_order must be one of "
+                                 f"{', '.join(SPLIT_K_ORDERS)}, not {val!r}")
+            out[key] = val
+        else:
+            if none:
+                out[key] = None
+                continue
+            try:
+                out[key] = resolve_format(val).name
+            except ValueError as exc:
+                raise ProbeError(f"{spec}: split_k_format: {exc}") from None
+    return out
+
+
+class SimGemmTarget(MatrixTarget):
+    """A whole GEMM of any K: :func:`fpscope.emulate.matmul` with the profile's library-level
+    fields (split-K, promotion interval; :mod:`fpscope.emulate.library`).
+
+    K is padded with zero products at the end up to a multiple of ``split_k * profile.k`` (a
+    kernel fills its last k-tiles with zeros), so every K >= 1 works.
+
+    Args:
+        profile: instruction arithmetic plus library fields.
+        name: default ``"simgemm:" + profile.name`` plus the library fields that differ from
+            one plain chain.
+    """
+
+    def __init__(self, profile: Profile, name: str | None = None):
+        if name is None:
+            from ..emulate.library import _PLAIN
+
+            opts = [f"{f}={getattr(profile, f)}" for f in GEMM_OPTIONS
+                    if getattr(profile, f) != _PLAIN[f]]
+            name = ",".join([f"simgemm:{profile.name}", *opts])
+        super().__init__(name, profile.in_format, profile.out_format, k=None)
+        self.profile = profile
+        self._sim = SimulatedTarget(profile, name=name)
+
+    def _call(self, A, B, C):
+        from ..emulate import matmul
+
+        K = A.shape[1]
+        unit = self.profile.split_k * self.profile.k
+        if K % unit:
+            extra = unit - K % unit
+            A = np.concatenate([A, np.zeros((A.shape[0], extra))], axis=1)
+            B = np.concatenate([B, np.zeros((extra, B.shape[1]))], axis=0)
+        D = matmul(A, B, C, profile=self.profile, engine="numpy")
+        return np.where(np.isnan(D), self._sim._nan, D)
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d["library"] = {f: getattr(self.profile, f) for f in GEMM_OPTIONS}
+        return d
+
+
 class CallableTarget(MatrixTarget):
     """Any Python callable ``fn(A, B, C) -> D`` (A (M, K), B (K, N), C (M, N) float64 numpy).
 
@@ -252,9 +359,18 @@ class TorchMatmulTarget(MatrixTarget):
         return D.to(device="cpu", dtype=torch.float64).numpy()
 
 
+def _refuse_mixed(spec: str, prof) -> None:
+    """The probe families draw a and b in one format; a mixed a/b preset is refused."""
+    if prof.b_format is not None:
+        raise ProbeError(f"{spec} takes a in {prof.in_format} and b in {prof.b_format}; the probe "
+                         f"suite draws a and b in one format, so mixed a/b instructions cannot "
+                         f"be probed yet (fpscope emulate runs them)")
+
+
 def make_matrix_target(spec: str, in_format: str | None = None, out_format: str | None = None,
                        k: int | None = None) -> MatrixTarget:
-    """A target from a name: ``sim:PRESET``, ``mmasim:PRESET`` (mmasim's model of the preset's
+    """A target from a name: ``sim:PRESET``, ``simgemm:PRESET[,field=value...]`` (a GEMM of
+    any K with library-level fields, :class:`SimGemmTarget`), ``mmasim:PRESET`` (mmasim's model of the preset's
     instruction), ``numpy.matmul`` (the CPU BLAS, fp32 or fp64), ``torch.matmul``
     (``torch.matmul:cuda`` for the GPU; plain ``torch.matmul`` uses CUDA when available), or
     ``package.module:function``.
@@ -262,10 +378,14 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
     Raises:
         ProbeError: unknown preset, bad format, import failure, a format that does not match.
     """
-    if spec.startswith("sim:"):
+    if spec.startswith(("sim:", "simgemm:")):
         from ..profile import PRESETS
 
-        name = spec[4:]
+        gemm = spec.startswith("simgemm:")
+        name, _, opts = spec.partition(":")[2].partition(",")
+        if opts and not gemm:
+            raise ProbeError(f"{spec}: options after the preset need simgemm:{name},...; "
+                             f"sim:PRESET is one instruction of fixed K")
         if name not in PRESETS:
             import difflib
 
@@ -273,14 +393,25 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ProbeError(f"unknown preset {name!r}; {hint}'fpscope profiles' lists them")
         prof = PRESETS[name]
+        _refuse_mixed(spec, prof)
         for what, given, have in (("--in-format", in_format, prof.in_format),
                                   ("--out-format", out_format, prof.out_format)):
             if given is not None and resolve_format(given).name != resolve_format(have).name:
                 raise ProbeError(f"{spec} has {what} {have}, not {given}")
-        return SimulatedTarget(prof)
+        if not gemm:
+            return SimulatedTarget(prof)
+        fields = parse_gemm_options(spec, opts)
+        try:
+            prof = prof.replace(**fields)
+        except ValueError as exc:
+            raise ProbeError(f"{spec}: {exc}") from None
+        return SimGemmTarget(prof, name=spec)
     if spec.startswith("mmasim:"):
+        from ..profile import PRESETS
         from .mmasim_target import MmasimTarget
 
+        if spec[7:] in PRESETS:
+            _refuse_mixed(spec, PRESETS[spec[7:]])
         t = MmasimTarget(spec[7:])
         for what, given, have in (("--in-format", in_format, t.in_format),
                                   ("--out-format", out_format, t.out_format)):
@@ -313,7 +444,7 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
         if in_format is None:
             raise ProbeError(f"{spec}: give --in-format")
         return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k)
-    raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, mmasim:PRESET, numpy.matmul, "
+    raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, simgemm:PRESET, mmasim:PRESET, numpy.matmul, "
                      f"torch.matmul or package.module:function")
 
 

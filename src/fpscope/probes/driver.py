@@ -12,6 +12,14 @@ these formats can show take the documented default of their family and are liste
 observable), and proves it by :func:`fpscope.probes.validate.validate` (random differential
 testing against the vectorised engine). When a family's outputs contradict the fused-block model,
 the report says "does not fit a fused-block model" with the reason, and no profile is invented.
+
+Library level (``library_k``, CLI ``--library [K]``; targets that take any K only): after the
+instruction-level families at K = ``k`` (default 32), :mod:`fpscope.probes.library` probes
+calls of ``library_k`` products for split-K, the promotion interval and the partial-sum format;
+the profile then carries those fields and is validated at ``library_k``. Such a GEMM adds C
+after its chains (one RNE addition in the output format), which the rounding family's candidates
+do not model: in library mode a failed step rounding is found again from the rows with c = 0
+(:func:`fpscope.probes.library.chain_rounding`) when the structure family saw c enter last.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from . import (
     conversion,
     determinism,
     fingerprint,
+    library,
     precision,
     rounding,
     specials,
@@ -35,7 +44,9 @@ from ._common import Ctx, Finding, candidate_profile
 from .blackbox import MatrixTarget, ProbeError, make_matrix_target
 from .validate import validate
 
-__all__ = ["DEFAULT_K", "ProbeReport", "probe"]
+__all__ = ["DEFAULT_K", "DEFAULT_LIBRARY_K", "ProbeReport", "probe"]
+
+DEFAULT_LIBRARY_K = library.DEFAULT_LIBRARY_K
 
 SCHEMA = "fpscope.probe/1"
 #: K used for targets that take any K (a GEMM); the profile then describes calls of this K.
@@ -59,6 +70,8 @@ class ProbeReport:
         fingerprint: the one-shot fingerprint line; fingerprint_evidence its hex row.
         validation: the :func:`validate` result, or None (not run).
         seconds, calls, rows: probing cost (validation excluded from rows).
+        library_k: K of the library-level probe (None: not run); the validation then ran at
+            this K.
     """
 
     target: dict
@@ -73,6 +86,7 @@ class ProbeReport:
     seconds: float = 0.0
     calls: int = 0
     rows: int = 0
+    library_k: int | None = None
 
     @property
     def accepted(self) -> bool:
@@ -88,7 +102,8 @@ class ProbeReport:
 
     def to_dict(self) -> dict:
         return {
-            "schema": SCHEMA, "target": self.target, "k": self.k, "fits": self.fits,
+            "schema": SCHEMA, "target": self.target, "k": self.k,
+            "library_k": self.library_k, "fits": self.fits,
             "accepted": self.accepted, "reason": self.reason, "features": self.features(),
             "not_observable": self.not_observable,
             "findings": [f.to_dict() for f in self.findings],
@@ -120,6 +135,10 @@ class ProbeReport:
                          f"{p.alignment}, rho = {' '.join(p.step_rounding)}, c {p.c_entry}, "
                          f"e_zero = {p.e_zero}, flush in/out = {p.flush_inputs}/{p.flush_outputs}"
                          f" (status {p.status})")
+            if self.library_k is not None:
+                lines.append(f"library (K = {self.library_k}): k = {p.k}, split_k = {p.split_k}"
+                             f" ({p.split_k_order}, partials {p.split_k_format or p.out_format}), "
+                             f"promotion_interval = {p.promotion_interval}")
         if self.not_observable:
             lines.append("not observable (defaults used): " + ", ".join(self.not_observable))
         if not self.fits:
@@ -155,7 +174,8 @@ def _families(ctx: Ctx):
 
 
 def probe(target, in_format: str | None = None, out_format: str | None = None, *,
-          k: int | None = None, cases: int = 2000, seed: int = 0) -> ProbeReport:
+          k: int | None = None, cases: int = 2000, seed: int = 0,
+          library_k: int | None = None, chain=None) -> ProbeReport:
     """Infer the node arithmetic of ``target`` and validate it.
 
     Args:
@@ -167,6 +187,14 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
         k: K of the probe calls for targets that take any K (default :data:`DEFAULT_K`).
         cases: random outputs for the closed-loop validation (0: skip it).
         seed: seed of the random probes and the validation.
+        library_k: also probe the library level (split-K, promotion interval, partial format;
+            :mod:`fpscope.probes.library`) on calls of this many products (a multiple of the
+            instruction-level K; :data:`DEFAULT_LIBRARY_K` is a good choice). Targets that take
+            any K only. The profile then carries the library fields and is validated at this K.
+        chain: with ``library_k``: the chains' arithmetic as a :class:`~fpscope.profile.Profile`
+            or preset name, instead of probing the instruction level (needed when the split-K
+            partials are rounded to a narrow format: then no call shows a chain unrounded). Its
+            formats must be the target's; ``library_k`` a multiple of its k.
 
     Returns:
         :class:`ProbeReport`.
@@ -198,11 +226,58 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
     K = target.k or k or DEFAULT_K
     if k is not None and target.k is not None and k != target.k:
         raise ProbeError(f"{target.name} takes K = {target.k}, not {k}")
-    ctx = Ctx(target, K, seed=seed)
-    rep = ProbeReport(target=target.describe(), k=K)
+    if chain is not None:
+        if library_k is None:
+            raise ProbeError("a given chain profile needs the library level (library_k, "
+                             "CLI --library)")
+        if isinstance(chain, str):
+            from ..profile import get_profile
+
+            try:
+                chain = get_profile(chain)
+            except ValueError as exc:
+                raise ProbeError(str(exc)) from None
+        from ..emulate.library import has_library_level, instruction_level
+        from ..profile import resolve_format
+
+        if (resolve_format(chain.in_format).name, resolve_format(chain.out_format).name) != \
+                (target.in_format, target.out_format):
+            raise ProbeError(f"chain profile {chain.name} is {chain.in_format} -> "
+                             f"{chain.out_format}, {target.name} {target.in_format} -> "
+                             f"{target.out_format}")
+        if has_library_level(chain):
+            chain = instruction_level(chain)
+        K = chain.k
+    if library_k is not None:
+        if target.k is not None:
+            raise ProbeError(f"the library level needs a target that takes any K (a GEMM); "
+                             f"{target.name} takes K = {target.k}")
+        if library_k < 2 * K or library_k % K:
+            raise ProbeError(f"library K = {library_k} must be a multiple of the instruction-"
+                             f"level K = {K}, at least {2 * K}")
+    rep = ProbeReport(target=target.describe(), k=K, library_k=library_k)
     calls0 = target.calls
+    lib = None
+    view = target
+    if library_k is not None:
+        # first the K order of long calls (split-K slices, promotion interval) in units of K:
+        # with split-K the instruction level then runs inside slice 0, where K is one chain
+        bits = None if chain is None else _chain_bits(chain.step_rounding, chain.frac_bits)
+        lib = library.run(target, library_k, unit=K, seed=seed, chain_bits=bits,
+                          k_order=None if chain is None else chain.k_order)
+        if chain is not None or (lib.fields is not None and lib.fields["split_k_format"]):
+            return _finish_given_chain(rep, target, lib, chain, library_k, cases, seed, t0,
+                                       calls0)
+        if lib.fields is not None and lib.fields["split_k"] > 1:
+            view = library.SliceView(target, lib.fields["split_k"])
+    # C added after the chains (split-K, promotion): the instruction level sees that addition
+    c_after = bool(lib is not None and lib.fields is not None and (
+        lib.fields["split_k"] > 1 or lib.fields["promotion_interval"] is not None))
+    ctx = Ctx(view, K, seed=seed)
     for fam in _families(ctx):
         found: list[Finding] = fam(ctx)
+        if c_after and fam is rounding.run and any(not f.fits for f in found):
+            found = library.chain_rounding(ctx)
         rep.findings.extend(found)
         bad = [f for f in found if not f.fits]
         if bad:
@@ -220,12 +295,122 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
             rep.fits = False
             rep.reason = f"the parameters found do not form a valid profile: {exc}"
     rep.rows = ctx.rows_run
-    if rep.profile is not None and cases > 0:
-        rep.validation = validate(target, rep.profile, cases=cases, seed=seed + 1)
+    vk = None
+    if lib is not None:
+        vk = _library(ctx, rep, lib, library_k, seed)
+    if rep.profile is not None and cases > 0 and (vk is not None or library_k is None):
+        rep.validation = validate(target, rep.profile, cases=cases, seed=seed + 1, K=vk)
         if not rep.validation["accepted"] and rep.fits:
             rep.fits = False
             rep.reason = (f"the profile found by the probes mismatches "
                           f"{rep.validation['mismatched']} of {rep.validation['cases']} random outputs")
+    rep.calls = target.calls - calls0
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _library(ctx: Ctx, rep: ProbeReport, lib, library_k: int, seed: int) -> int | None:
+    """Join the library family's findings to the report and its fields to the profile; when C
+    is added after the chains, find the chains' own c entry. Returns the K to validate at
+    (None: no library-level profile)."""
+    rep.findings.extend(lib.findings)
+    rep.rows += lib.rows
+    target = ctx.target.inner if isinstance(ctx.target, library.SliceView) else ctx.target
+    if lib.fields is None or rep.profile is None:
+        bad = [f for f in lib.findings if not f.fits]
+        basic = any(f.feature in ("deterministic", "lane_independent") and not f.fits
+                    for f in rep.findings)
+        if (bad and not basic) or rep.fits:  # it explains instruction-level misfits (C last)
+            rep.fits = False
+            rep.reason = (f"{bad[0].feature}: {bad[0].note}" if bad else
+                          "the library level is not observable with these formats")
+        return None
+    fields = dict(lib.fields)
+    kn = ctx.known
+    old = next((f for f in rep.findings if f.family == library.FAMILY
+                and f.feature == "split_k_format"), None)
+    if fields["split_k"] > 1 and old is not None and not old.observable and "frac_bits" in kn:
+        # the library family assumed a 13-bit chain; now the chain's precision is known
+        bits = _chain_bits(kn.get("step_rounding", (ctx.fout.name, "RZ")), kn["frac_bits"])
+        f = library.partial_format(target, library_k, fields["split_k"], ctx.K, bits, seed=seed)
+        rep.findings[rep.findings.index(old)] = f
+        rep.rows += f.rows
+        if not f.fits:
+            rep.fits = False
+            rep.reason = f"{f.feature}: {f.note}"
+            return None
+        fields["split_k_format"] = f.value
+    try:
+        prof = candidate_profile(ctx, evidence=f"fpscope probe of {target.name} (K = {ctx.K}; "
+                                               f"library level at K = {library_k})", **fields)
+    except ValueError as exc:
+        rep.fits = False
+        rep.reason = f"the library fields found do not form a valid profile: {exc}"
+        return None
+    if fields["split_k"] > 1 or fields["promotion_interval"] is not None:
+        # C is added after the chains: the instruction level saw that addition as its c
+        f, entry = library.chain_c_entry(target, prof, library_k, seed=seed)
+        rep.findings.append(f)
+        rep.rows += f.rows
+        if entry is None:
+            rep.fits = False
+            rep.reason = f"{f.feature}: {f.note}"
+            return None
+        prof = prof.replace(c_entry=entry)
+    rep.profile = prof
+    return library_k
+
+
+def _chain_bits(step_rounding, frac_bits: int) -> int:
+    """Significand bits a chain keeps: its step format's precision, at most F + 1."""
+    from ..profile import resolve_format
+
+    return min(resolve_format(step_rounding[0]).p, frac_bits + 1)
+
+
+def _finish_given_chain(rep: ProbeReport, target, lib, chain, library_k: int, cases: int,
+                        seed: int, t0: float, calls0: int) -> ProbeReport:
+    """The library level with the chains' arithmetic given (``chain``), or, without it,
+    split-K partials in a narrow format that hide the chains from every call."""
+    rep.findings.extend(lib.findings)
+    rep.rows = lib.rows
+    if lib.fields is not None and chain is None:
+        rep.findings.append(Finding(
+            library.FAMILY, "chain", None, observable=False, fits=False,
+            note=f"the split-K partials are rounded to {lib.fields['split_k_format']}: no call "
+                 f"shows a chain unrounded, so the instruction level cannot be probed through "
+                 f"this op; give the chains' arithmetic (chain=PRESET or profile; CLI --chain)"))
+    bad = [f for f in rep.findings if not f.fits]
+    if bad:
+        rep.fits = False
+        rep.reason = f"{bad[0].feature}: {bad[0].note}"
+    elif lib.fields is None:
+        rep.fits = False
+        rep.reason = "the library level is not observable with these formats"
+    if rep.fits:
+        fields = dict(lib.fields)
+        prof = chain.replace(name=f"probed:{target.name}", status="experimental",
+                             evidence=f"fpscope probe of {target.name}: library level at "
+                                      f"K = {library_k} around the given chain {chain.name}",
+                             **fields)
+        if fields["split_k"] > 1 or fields["promotion_interval"] is not None:
+            f, entry = library.chain_c_entry(target, prof, library_k, seed=seed)
+            if entry is not None and entry != prof.c_entry:
+                f.fits = False
+                f.note += f", but the given chain has c_entry {prof.c_entry}"
+            rep.findings.append(f)
+            rep.rows += f.rows
+            if not f.fits:
+                rep.fits = False
+                rep.reason = f"{f.feature}: {f.note}"
+        rep.profile = prof
+        if cases > 0:
+            rep.validation = validate(target, prof, cases=cases, seed=seed + 1, K=library_k)
+            if not rep.validation["accepted"] and rep.fits:
+                rep.fits = False
+                rep.reason = (f"the given chain with the library fields found mismatches "
+                              f"{rep.validation['mismatched']} of {rep.validation['cases']} "
+                              f"random outputs")
     rep.calls = target.calls - calls0
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -3,8 +3,10 @@ black-box targets of the probe suite, and the table of which model each preset d
 
 ``MmasimTarget(preset)`` runs ``D = op(A, B, C)`` through mmasim's model of the preset's
 instruction: the operands are encoded to the instruction's types (tf32 as fp32 bit patterns,
-fp6/fp4 one per byte as mmasim holds them) and cut into its m x n x k tiles, zero-padded. The
-CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are imported on first use.
+fp6/fp4 one per byte as mmasim holds them; A in the preset's ``in_format``, B in its
+``b_format`` where the preset has mixed input formats) and cut into its m x n x k tiles,
+zero-padded. The CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are
+imported on first use.
 """
 
 from __future__ import annotations
@@ -52,23 +54,27 @@ _PTX_TYPES = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16", "fp8_e4m3fn": "e4m3
 
 
 def _nv_shape(preset: str) -> tuple[str, str, str]:
-    """The mmasim model of an experimental NVIDIA preset, from its name and formats."""
+    """The mmasim model of an experimental NVIDIA preset, from its name and formats (a mixed
+    preset: a's type, then b's, as PTX spells the instruction)."""
     prof = PRESETS[preset]
     d = "f16" if prof.out_format == "fp16" else "f32"
-    t = _PTX_TYPES[prof.in_format]
+    t, tb = (_PTX_TYPES[f] for f in prof.operand_formats)
     kind = {"tf32": "tf32", "f16": "f16", "bf16": "f16"}.get(t, "f8f6f4")
+    if preset.startswith("ada-"):  # mixed fp8 (sm_89 mma.sync m16n8k32)
+        return ("MMA", "Ada Lovelace", f"m16n8k{prof.k}.{d}.{t}.{tb}.{d}")
     if preset.startswith("hopper-wgmma-"):
-        return ("WGMMA", "Hopper", f"m64n8k{prof.k}.{d}.{t}.{t}")
+        return ("WGMMA", "Hopper", f"m64n8k{prof.k}.{d}.{t}.{tb}")
     if preset.startswith("blackwell-tcgen05-"):
-        return ("TCGen05MMA", "Blackwell", f"m64n8k{prof.k}.kind::{kind}.{d}.{t}.{t}")
+        return ("TCGen05MMA", "Blackwell", f"m64n8k{prof.k}.kind::{kind}.{d}.{t}.{tb}")
     arch = "RTX Blackwell" if preset.startswith("rtx-") else "Blackwell"
-    if t in ("e3m2", "e2m3", "e2m1"):  # sm_120 only
-        return ("MMA", arch, f"m16n8k{prof.k}.kind::f8f6f4.{d}.{t}.{t}.{d}")
-    return ("MMA", arch, f"m16n8k{prof.k}.{d}.{t}.{t}.{d}")
+    if {t, tb} & {"e3m2", "e2m3", "e2m1"}:  # sm_120 only
+        return ("MMA", arch, f"m16n8k{prof.k}.kind::f8f6f4.{d}.{t}.{tb}.{d}")
+    return ("MMA", arch, f"m16n8k{prof.k}.{d}.{t}.{tb}.{d}")
 
 
 MODELS.update((p, _nv_shape(p)) for p in PRESETS
-              if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-")))
+              if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-"))
+              or PRESETS[p].b_format is not None)
 MODELS.update({
     "cdna1-fp16": ("MFMA", "CDNA1", "f32_16x16x16f16"),
     "cdna1-bf16": ("MFMA", "CDNA1", "f32_16x16x8bf16"),
@@ -148,6 +154,8 @@ class MmasimTarget(MatrixTarget):
         super().__init__(f"mmasim:{model_name(preset)}", prof.in_format, prof.out_format,
                          k=self.op.k)
         self.in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
+        fb = prof.operand_formats[1]
+        self.b_name = "fp32" if fb == "tf32" else fb  # B's encoding (A's unless mixed)
 
     def _call(self, A, B, C):
         import torch
@@ -156,6 +164,7 @@ class MmasimTarget(MatrixTarget):
         M, N = C.shape
         Mp, Np = -(-M // m) * m, -(-N // n) * n
         fin, fout = resolve_format(self.in_name), resolve_format(self.out_format)
+        fb = resolve_format(self.b_name)
         Ap = np.zeros((Mp, A.shape[1]))
         Ap[:M] = A
         Bp = np.zeros((B.shape[0], Np))
@@ -163,7 +172,7 @@ class MmasimTarget(MatrixTarget):
         Cp = np.zeros((Mp, Np))
         Cp[:M, :N] = C
         At = to_torch(encode(Ap, fin).astype(np.int64), self.in_name)
-        Bt = to_torch(encode(Bp, fin).astype(np.int64), self.in_name)
+        Bt = to_torch(encode(Bp, fb).astype(np.int64), self.b_name)
         Ct = to_torch(encode(Cp, fout).astype(np.int64), self.out_format)
         D = np.empty((Mp, Np), dtype=np.int64)
         with torch.no_grad():

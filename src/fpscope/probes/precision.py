@@ -15,11 +15,23 @@ F >= t_max ("at least"; the range is limited by the formats: t_max = E - max(2 e
 e_min(out))). Not observable: blocks of one product (no room for a cancelling pair beside the
 third term: an FMA chain keeps the exact product; F is then set to the largest value the
 vectorised engine accepts, 50, and the validation decides).
+
+c as the third term: when every product-only probe keeps its term (fp6/fp4 products span only 4
+to 12 binades, fewer than F), or blocks hold two products, the third term is c = 2^(E - t), which
+reaches far lower (normal and subnormal values of the output format), with the pair +2^E, -2^E
+in the first block. c joins the first block only when it enters first (``c_entry`` "first";
+with "last" it is added after the blocks and never cut). A control row (c alone, products +0)
+must return c, else that t is left out (c flushed, or cut by zero terms: nothing to read). If c
+survives at every t down to the smallest subnormal output, no gap these formats can form is ever
+cut: the blocks are taken as lossless (AMD CDNA1: exact block sums), F = ``lossless_frac_bits``
+(any F >= t_max gives the same outputs for the probes; the validation decides the rest).
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ._common import Ctx, Finding, NotRepresentable, sample_evidence
 
@@ -34,16 +46,15 @@ def max_engine_F(L: int) -> int:
 def run(ctx: Ctx) -> list[Finding]:
     blk = ctx.first_block
     L = len(blk)
-    use_c = False
+    c_first = ctx.known.get("c_entry_hint", "first") == "first"
     if L < 3:
-        if L == 2 and ctx.known.get("c_entry_hint", "first") == "first":
-            use_c = True  # the third term is c (it joins the first block when c enters first)
-        else:
-            F = max_engine_F(L)
-            ctx.known.update(frac_bits=F, frac_bits_at_least=True)
-            return [Finding(FAMILY, "frac_bits", F, observable=False,
-                            note=f"blocks of {L} product(s): no room for a cancelling pair beside a "
-                                 f"third term; F set to {F} (the engine's limit), the validation decides")]
+        if L == 2 and c_first:  # the third term is c (it joins the first block when c enters first)
+            return _c_path(ctx, [], [], f"blocks of {L} products")
+        F = max_engine_F(L)
+        ctx.known.update(frac_bits=F, frac_bits_at_least=True)
+        return [Finding(FAMILY, "frac_bits", F, observable=False,
+                        note=f"blocks of {L} product(s): no room for a cancelling pair beside a "
+                             f"third term; F set to {F} (the engine's limit), the validation decides")]
     E = ctx.big_exponent()
     lo = ctx.small_exponent()
     rows, ts = [], []
@@ -52,21 +63,42 @@ def run(ctx: Ctx) -> list[Finding]:
             break
         small = math.ldexp(1.0, E - t)
         try:
-            if use_c:
-                rows.append(ctx.row([(blk[0], math.ldexp(1.0, E)), (blk[1], -math.ldexp(1.0, E))],
-                                    c=small))
-            else:
-                rows.append(ctx.row([(blk[0], math.ldexp(1.0, E)), (blk[1], -math.ldexp(1.0, E)),
-                                     (blk[2], small)]))
+            rows.append(ctx.row([(blk[0], math.ldexp(1.0, E)), (blk[1], -math.ldexp(1.0, E)),
+                                 (blk[2], small)]))
         except NotRepresentable:
             break
         ts.append(t)
     if not rows:
+        if c_first:
+            return _c_path(ctx, [], [], "no product-only probe can be formed")
         return [Finding(FAMILY, "frac_bits", None, observable=False, fits=False,
                         note="no probe can be formed with these formats")]
     d = ctx.run(rows)
     meanings = [f"2^{E} - 2^{E} + 2^{E - t}: t = {t}" for t in ts]
     ev = sample_evidence(ctx, rows, d, meanings, limit=6)
+    bad = _read(ctx, rows, d, ts, meanings, ev, E)
+    if bad is not None:
+        return bad
+    kept = [x == math.ldexp(1.0, E - t) for x, t in zip(d, ts)]
+    n_kept = sum(kept)
+    if n_kept == len(ts):
+        if c_first:
+            return _c_path(ctx, rows, ev, f"every product-only probe kept its term (t <= {ts[-1]})")
+        F = min(ts[-1], max_engine_F(L))
+        ctx.known.update(frac_bits=F, frac_bits_at_least=True)
+        return [Finding(FAMILY, "frac_bits", F, rows=len(rows), evidence=ev, observable=True,
+                        note=f"every probed bit kept: F >= {ts[-1]} (the formats allow no smaller "
+                             f"third term); F = {F} used")]
+    F = ts[n_kept - 1]
+    ctx.known.update(frac_bits=F, frac_bits_at_least=False)
+    return [Finding(FAMILY, "frac_bits", F, rows=len(rows), evidence=ev,
+                    note=f"2^(E-{F}) survives beside a cancelling pair at 2^E, 2^(E-{F + 1}) does "
+                         f"not: F = {F} fraction bits below e_max")]
+
+
+def _read(ctx: Ctx, rows, d, ts, meanings, ev, E: int):
+    """None when the outputs are the third term or 0 and the kept ones form a prefix of t;
+    otherwise the "does not fit" finding."""
     kept = [x == math.ldexp(1.0, E - t) for x, t in zip(d, ts)]
     lost = [x == 0 for x in d]
     if not all(k or z for k, z in zip(kept, lost)):
@@ -81,15 +113,66 @@ def run(ctx: Ctx) -> list[Finding]:
     if n_kept == 0:
         return [Finding(FAMILY, "frac_bits", None, fits=False, rows=len(rows), evidence=ev,
                         note="even 2^(E-1) is lost beside a cancelling pair: does not fit")]
+    return None
+
+
+def _c_path(ctx: Ctx, rows0, ev0, why: str) -> list[Finding]:
+    """F with c = 2^(E - t) as the third term beside +2^E, -2^E in the first block (module
+    docstring); ``rows0``/``ev0``: the product-only rows already run."""
+    from ..profile import lossless_frac_bits
+
+    blk = ctx.first_block
+    E = ctx.big_exponent()
+    fout = ctx.fout
+    big = math.ldexp(1.0, E)
+    lo = fout.emin - fout.p + 1  # the smallest subnormal output
+    rows, ctrl, ts = [], [], []
+    for t in range(1, E - lo + 1):
+        c = math.ldexp(1.0, E - t)
+        try:
+            row = ctx.row([(blk[0], big), (blk[1], -big)], c=c)
+            crow = ctx.row([], c=c)
+        except NotRepresentable:
+            continue
+        rows.append(row)
+        ctrl.append(crow)
+        ts.append(t)
+    n_run = len(rows0) + 2 * len(rows)
+    if not rows:
+        return [Finding(FAMILY, "frac_bits", None, observable=False, fits=False, rows=n_run,
+                        evidence=ev0, note=f"{why}; no probe with c as the third term can be "
+                                           f"formed with these formats")]
+    d = ctx.run(rows)
+    dc = ctx.run(ctrl)
+    ok = [float(x) == r[2] for x, r in zip(dc, ctrl)]  # c alone comes back: t informative
+    rows = [r for r, k in zip(rows, ok) if k]
+    d = np.array([x for x, k in zip(d, ok) if k])
+    skipped = [t for t, k in zip(ts, ok) if not k]
+    ts = [t for t, k in zip(ts, ok) if k]
+    if not rows:
+        return [Finding(FAMILY, "frac_bits", None, observable=False, fits=False, rows=n_run,
+                        evidence=ev0, note=f"{why}; c alone never comes back unchanged: F not "
+                                           f"observable with c as the third term")]
+    meanings = [f"2^{E} - 2^{E} + c, c = 2^{E - t}: t = {t}" for t in ts]
+    ev = sample_evidence(ctx, rows, d, meanings, limit=6) + ev0[:2]
+    bad = _read(ctx, rows, d, ts, meanings, ev, E)
+    if bad is not None:
+        bad[0].rows = n_run
+        return bad
+    kept = [x == math.ldexp(1.0, E - t) for x, t in zip(d, ts)]
+    n_kept = sum(kept)
+    skip = (f"; t = {skipped[0]}..{skipped[-1]} left out (c alone does not come back)"
+            if skipped else "")
     if n_kept == len(ts):
-        F = min(ts[-1], max_engine_F(L))
-        ctx.known.update(frac_bits=F, frac_bits_at_least=True)
-        return [Finding(FAMILY, "frac_bits", F, rows=len(rows), evidence=ev, observable=True,
-                        note=f"every probed bit kept: F >= {ts[-1]} (the formats allow no smaller "
-                             f"third term); F = {F} used")]
+        F = lossless_frac_bits(ctx.fin.name, fout.name)
+        ctx.known.update(frac_bits=F, frac_bits_at_least=True, lossless=True)
+        return [Finding(FAMILY, "frac_bits", F, rows=n_run, evidence=ev,
+                        note=f"{why}; c = 2^(E-t) beside a cancelling pair at 2^E is kept for "
+                             f"every t <= {ts[-1]}{skip}: F >= {ts[-1]}, no term is ever cut "
+                             f"(lossless blocks); F = {F} used (lossless for these formats)")]
     F = ts[n_kept - 1]
     ctx.known.update(frac_bits=F, frac_bits_at_least=False)
-    via = " (third term as c)" if use_c else ""
-    return [Finding(FAMILY, "frac_bits", F, rows=len(rows), evidence=ev,
-                    note=f"2^(E-{F}) survives beside a cancelling pair at 2^E, 2^(E-{F + 1}) does "
-                         f"not{via}: F = {F} fraction bits below e_max")]
+    return [Finding(FAMILY, "frac_bits", F, rows=n_run, evidence=ev,
+                    note=f"{why}; with c as the third term: c = 2^(E-{F}) survives beside a "
+                         f"cancelling pair at 2^E, 2^(E-{F + 1}) does not{skip}: F = {F} "
+                         f"fraction bits below e_max")]

@@ -8,7 +8,12 @@ Inputs and what each outcome means:
   d = -0: IEEE signed zeros.
 * a_0 = NaN: d must be NaN; its bits (narrowed from the float64 the op returns) give ``nan_bits``.
 * a_0 = +Inf (d = +Inf), Inf * 0 (NaN), +Inf and -Inf products (NaN), c = -Inf with a finite
-  product (-Inf): these follow the model's rules or the op does not fit.
+  product (-Inf): these follow the model's rules or the op does not fit. Input formats without
+  NaN or Inf (OCP fp6/fp4) leave out the operand cases and take c = NaN (d NaN, its bits give
+  ``nan_bits``) and c = +Inf (d = +Inf) instead.
+* a negative sum that rounds to zero (one product -2^(emin(out) - p(out)), c = +0): its sign
+  must follow the -0 sum's rule, else no ``neg_zero_to_pos`` value describes the op (mmasim's
+  CDNA1 bf16 model: +0 for -0 terms, -0 here). Not observable where no product is that small.
 * overflow: c = 2^emax(out) and a product 2^emax(out): the exact sum 2^(emax + 1) must give +Inf
   in every rounding mode (the model); a finite result means saturating overflow, which the
   profile cannot express. Not observable when no product reaches 2^emax(out) (fp16 inputs with
@@ -39,6 +44,7 @@ def run(ctx: Ctx) -> list[Finding]:
         out.append(Finding(FAMILY, "neg_zero_to_pos", pos, rows=1,
                            evidence=[ctx.evidence(row, d, "sum of -0 products and c = -0")],
                            note="a -0 sum is returned as +0" if pos else "a -0 sum stays -0 (IEEE)"))
+        out.extend(_negative_underflow(ctx, pos))
     else:
         out.append(Finding(FAMILY, "neg_zero_to_pos", None, fits=False, rows=1,
                            evidence=[ctx.evidence(row, d)], note=f"a sum of zeros gave {d!r}"))
@@ -53,9 +59,15 @@ def run(ctx: Ctx) -> list[Finding]:
     ]
     if other != p0:
         cases.append(("+Inf and -Inf products", [(p0, inf, 1.0), (other, -inf, 1.0)], 0.0, "nan"))
+    if not ctx.fin.has_nan and ctx.fout.has_nan:  # fp6/fp4 inputs: a NaN can only come in as c
+        cases.append(("c = NaN, product 1", [(p0, 1.0, 1.0)], math.nan, "nan"))
+    if not ctx.fin.has_inf and ctx.fout.has_inf:
+        cases.append(("c = +Inf, product 1", [(p0, 1.0, 1.0)], inf, inf))
     rows, meta = [], []
     for what, raw, c, want in cases:
         if c is None or (not ctx.fin.has_inf and any(math.isinf(x) for _, x, _ in raw)):
+            continue
+        if not ctx.fin.has_nan and any(math.isnan(x) for _, x, _ in raw):
             continue
         try:
             rows.append(ctx.row([], c=c, raw=raw))
@@ -102,3 +114,36 @@ def run(ctx: Ctx) -> list[Finding]:
                        note="an overflowing sum gives Inf (also under RZ)" if good else
                        f"an overflowing sum gave {d!r} (saturation): the profile cannot express it"))
     return out
+
+
+def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
+    """One product -2^(emin - p) (half the smallest subnormal output) in the last block, c = +0:
+    a negative sum that rounds to zero. Its sign must follow the same rule as the -0 sum (one
+    ``neg_zero_to_pos`` flag covers both); mmasim's CDNA1 model returns +0 for a sum of -0 terms
+    but keeps -0 here (bf16 inputs; tests/test_mmasim_oracle.py), which no profile expresses."""
+    fout = ctx.fout
+    if ctx.known.get("flush_outputs"):
+        return []
+    v = -0.5 * fout.min_subnormal
+    try:
+        row = ctx.row([(ctx.blocks[-1][0], v)])
+    except NotRepresentable:
+        return [Finding(FAMILY, "neg_underflow_sign", None, observable=False,
+                        note=f"no {ctx.fin.name} product is as small as {v!r}: a negative sum that "
+                             f"rounds to zero cannot be formed; its sign is assumed to follow "
+                             f"the -0 rule")]
+    d = float(ctx.run([row])[0])
+    ev = [ctx.evidence(row, d, f"one product {v!r}, c = +0: a negative sum rounding to zero")]
+    if d != 0:
+        return [Finding(FAMILY, "neg_underflow_sign", None, observable=False, rows=1, evidence=ev,
+                        note=f"the negative tiny sum gave {d!r}, not a zero: nothing to compare")]
+    dpos = math.copysign(1.0, d) > 0
+    if dpos == pos:
+        return [Finding(FAMILY, "neg_underflow_sign", "+0" if dpos else "-0", rows=1,
+                        evidence=ev, note="a negative sum that rounds to zero follows the same "
+                                          "sign rule as the -0 sum")]
+    return [Finding(FAMILY, "neg_underflow_sign", "+0" if dpos else "-0", fits=False, rows=1,
+                    evidence=ev,
+                    note=f"a sum of -0 terms gives {'+0' if pos else '-0'} but a negative sum that "
+                         f"rounds to zero gives {'+0' if dpos else '-0'}: one neg_zero_to_pos flag "
+                         f"cannot express both (the profile keeps the -0 sum's rule)")]

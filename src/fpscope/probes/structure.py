@@ -15,9 +15,29 @@ the sets must be nested (a chain of blocks) and of one size L (a chain of single
 as one group of two followed by singletons: L = 1, an FMA chain). Every probe output is then
 checked against what this structure predicts.
 
-Not observable: when the unit is not cut beside 2^E (F >= E - e, e.g. F >= 29 for fp16
-outputs), the structure cannot be seen with these formats. The probe needs K^2 (K - 2) / 2 rows
-(14,880 for K = 32) in K calls.
+Not observable this way: when the unit is not cut beside 2^E (F >= E - e: fp6/fp4 products span
+only 4 to 12 binades) or when blocks are lossless (AMD CDNA1: each block is summed exactly, so
+the unit beside an exactly cancelling pair never falls below a cut and the probe shows no chain).
+The probe needs K^2 (K - 2) / 2 rows (14,880 for K = 32) in K calls.
+
+Fallback, "rounding pairs" (used when the cancellation probes see no blocks or no chain): c =
+2^p, p the precision of the output format (24 for fp32, 11 for fp16), so the output ulp at c is
+2; two unit products 1 = 1 * 1 at positions i and j, all else +0. When i and j share a fused
+block, the block sums c + 2 exactly (a representable value) and d = c + 2; in different blocks
+each block adds a lone 1 that the step rounding turns into c or c + 2 (never c + 1), and the
+second unit cannot land the chain on c + 2 again (RZ, RD, RNE: d = c; RU, RNA: d = c + 4). So
+d == c + 2 marks "same block". It needs the unit kept beside c (F >= p) and c entering the
+first block (with c added after the blocks every pair sums exactly: one block is seen). "Same
+block" must be an equivalence whose classes all have one size L, else the op does not fit. When
+no pair shows c + 2 at p, a smaller p is tried (a step format coarser than the output), down
+to where a lone unit beside c is kept exactly (c + 1 representable: the grid is finer).
+
+Block order (rounding pairs, several blocks): +1 in block X, -1 in block Y, c = 2^p. If X comes
+first, its lone unit is rounded away (or up to c + 2) and the chain never returns to c: d != c;
+if Y comes first, c - 1 is exact (the grid below c is finer) and X's unit restores d = c. The
+"before" relation must be a strict total order. Seeing several blocks also shows that c is the
+accumulator of the first block (c_entry "first"); with one block the c entry is left to the
+alignment family (c path), or taken as "first" where nothing shows it.
 """
 
 from __future__ import annotations
@@ -68,9 +88,9 @@ def run(ctx: Ctx) -> list[Finding]:
                         note=f"a cancellation probe returned {d[bad]!r}, neither 2^{e} nor 0: "
                              f"does not fit a fused-block model")]
     if surv.all():
-        return [Finding(FAMILY, "block_size", None, observable=False, fits=False, rows=n,
-                        evidence=ev, note=f"2^{e} always survives beside 2^{E}: more than "
-                        f"{E - e} bits are kept, the blocks cannot be seen with these formats")]
+        why = (f"2^{e} always survives beside 2^{E}: more than {E - e} bits are kept, the "
+               f"blocks cannot be seen by cancellation with these formats")
+        return _rounding_pairs(ctx, why, n, ev, observable=False)
     before: dict[int, set] = {m: set() for m in range(K)}
     for (i, j, m), s in zip(trip, surv):
         if s:
@@ -98,9 +118,9 @@ def run(ctx: Ctx) -> list[Finding]:
         pred = np.array([rank[m] > max(rank[i], rank[j]) for i, j, m in trip])
         fits = bool(np.all(pred == surv))
     if not fits:
-        return [Finding(FAMILY, "block_size", None, fits=False, rows=n, evidence=ev,
-                        note=f"the cancellation probes do not form a chain of equal fused blocks "
-                             f"(groups of sizes {sizes}): does not fit a fused-block model")]
+        why = (f"the cancellation probes do not form a chain of equal fused blocks (groups of "
+               f"sizes {sizes})")
+        return _rounding_pairs(ctx, why, n, ev, observable=True)
     ctx.blocks = blocks
     order_flat = [x for bl in blocks for x in bl]
     k_order = None if order_flat == list(range(K)) else order_flat
@@ -140,3 +160,141 @@ def _c_entry(ctx: Ctx, M: float, u: float, E: int, e: int) -> Finding:
                        note="the unit is cut beside 2^E: c is added after the last block")
     return Finding(FAMILY, "c_entry", None, fits=False, rows=1, evidence=ev,
                    note=f"returned {d!r}, neither 2^{e} nor 0: c enters neither first nor last")
+
+
+def _rounding_pairs(ctx: Ctx, why: str, n0: int, ev0: list, observable: bool) -> list[Finding]:
+    """Block structure from the output rounding (module docstring, "rounding pairs").
+
+    ``why``: why the cancellation probes gave no structure; with ``observable`` False they saw
+    nothing (every unit survived), else they saw something that is not a chain. Returns the
+    structure findings, or one "does not fit" finding that names both reasons.
+    """
+    K = ctx.K
+    rows_run = n0
+    tried = []
+    for p in range(ctx.fout.p, 1, -1):
+        c = math.ldexp(1.0, p)
+        try:
+            singles = [ctx.row([(i, 1.0)], c=c) for i in range(K)]
+        except NotRepresentable as exc:
+            tried.append(f"c = 2^{p}: {exc}")
+            continue
+        d1 = ctx.run(singles)
+        rows_run += len(singles)
+        if np.any(d1 == c + 1):  # a lone unit is kept exactly: no rounding to see at c = 2^p
+            tried.append(f"c = 2^{p}: c + 1 comes back exactly")
+            break
+        pairs, ij = [], []
+        for i in range(K):
+            for j in range(i + 1, K):
+                pairs.append(ctx.row([(i, 1.0), (j, 1.0)], c=c))
+                ij.append((i, j))
+        d2 = ctx.run(pairs)
+        rows_run += len(pairs)
+        same = d2 == c + 2
+        if same.any():
+            return _pair_blocks(ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run)
+        tried.append(f"c = 2^{p}: no two units make c + 2")
+    note = (f"{why}; the rounding-pair probe shows no block either "
+            f"({tried[0]}{'; ...; ' + tried[-1] if len(tried) > 1 else ''}): units beside c are cut "
+            f"(F < p) or every product is rounded on its own")
+    return [Finding(FAMILY, "block_size", None, observable=observable, fits=False, rows=rows_run,
+                    evidence=ev0, note=note + ("" if not observable else
+                                               ": does not fit a fused-block model"))]
+
+
+def _pair_blocks(ctx: Ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run):
+    K = ctx.K
+    meanings = [f"c = 2^{p}, 1 at {i} and {j}" for i, j in ij]
+    ev = sample_evidence(ctx, pairs, d2, meanings)
+    # classes: connected components of "same", then every pair checked against them
+    cls = list(range(K))
+
+    def root(x):
+        while cls[x] != x:
+            cls[x] = cls[cls[x]]
+            x = cls[x]
+        return x
+
+    for (i, j), s in zip(ij, same):
+        if s:
+            cls[root(i)] = root(j)
+    groups: dict[int, list] = {}
+    for x in range(K):
+        groups.setdefault(root(x), []).append(x)
+    blocks = sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
+    sizes = [len(b) for b in blocks]
+    rank = {x: s for s, bl in enumerate(blocks) for x in bl}
+    pred = np.array([rank[i] == rank[j] for i, j in ij])
+    bad = np.flatnonzero(pred != same)
+    single_bad = np.flatnonzero((d1 != c) & (d1 != c + 2))  # a lone unit must be rounded
+    if len(single_bad):
+        k = int(single_bad[0])
+        return [Finding(FAMILY, "block_size", None, fits=False, rows=rows_run,
+                        evidence=[ctx.evidence(singles[k], float(d1[k]),
+                                               f"c = 2^{p}, 1 at {k}")] + ev,
+                        note=f"{why}; a lone unit beside c = 2^{p} gave {float(d1[k])!r}, neither "
+                             f"c nor c + 2 (no rounding to the output format): does not fit a "
+                             f"fused-block model")]
+    if len(bad) or len(set(sizes)) != 1:
+        evb = [ctx.evidence(pairs[int(k)], float(d2[int(k)]), meanings[int(k)] + " (breaks "
+                            "the classes)") for k in bad[:2]]
+        return [Finding(FAMILY, "block_size", None, fits=False, rows=rows_run, evidence=evb + ev,
+                        note=f"{why}; rounding pairs (c = 2^{p}, two units) give classes of "
+                             f"sizes {sizes}" + (f" and {len(bad)} pair(s) that contradict them"
+                                                 if len(bad) else "")
+                             + ": not equal fused blocks, does not fit a fused-block model")]
+    L = sizes[0]
+    found_note = (f"{L} products per fused block (rounding pairs: two units beside c = 2^{p} "
+                  f"give c + 2 only within a block; {why})")
+    out = [Finding(FAMILY, "block_size", L, rows=rows_run, evidence=ev, note=found_note)]
+    if len(blocks) == 1:
+        ctx.blocks = blocks
+        ctx.known.update(block_size=L, stages=1, k_order=None)
+        out += [Finding(FAMILY, "stages", 1, note=f"one block of K = {K} products"),
+                Finding(FAMILY, "k_order", None, observable=False,
+                        note="one block: no order of blocks to see")]
+        return out
+    # the order of the blocks: +1 in X, -1 in Y; d == c iff Y comes first
+    S = len(blocks)
+    orows, xy = [], []
+    for x in range(S):
+        for y in range(S):
+            if x != y:
+                try:
+                    orows.append(ctx.row([(blocks[x][0], 1.0), (blocks[y][0], -1.0)], c=c))
+                except NotRepresentable as exc:
+                    return out + [Finding(FAMILY, "k_order", None, fits=False,
+                                          note=f"cannot build the order probe: {exc}")]
+                xy.append((x, y))
+    do = ctx.run(orows)
+    first = {(x, y): bool(v != c) for (x, y), v in zip(xy, do)}
+    ometa = [f"c = 2^{p}, +1 in block of {blocks[x][0]}, -1 in block of {blocks[y][0]}"
+             for x, y in xy]
+    oev = sample_evidence(ctx, orows, do, ometa)
+    wins = [sum(first[(x, y)] for y in range(S) if y != x) for x in range(S)]
+    order = sorted(range(S), key=lambda x: -wins[x])
+    pos = {x: r for r, x in enumerate(order)}
+    consistent = sorted(wins) == list(range(S)) and all(
+        first[(x, y)] == (pos[x] < pos[y]) for x, y in xy)
+    if not consistent:
+        return [Finding(FAMILY, "k_order", None, fits=False, rows=len(orows), evidence=oev,
+                        note="the rounding-pair order probes do not put the blocks in one order: "
+                             "does not fit a chain of fused blocks")]
+    blocks = [blocks[x] for x in order]
+    ctx.blocks = blocks
+    flat = [x for bl in blocks for x in bl]
+    k_order = None if flat == list(range(K)) else flat
+    ctx.known.update(block_size=L, stages=S, k_order=k_order, c_entry_hint="first")
+    note_order = ("products in natural order" if k_order is None else
+                  "blocks take " + "; ".join(",".join(map(str, bl)) for bl in blocks))
+    out += [
+        Finding(FAMILY, "stages", S, note=f"{S} chained block(s) for K = {K}"),
+        Finding(FAMILY, "k_order", k_order, rows=len(orows), evidence=oev,
+                note=note_order + " (order: +1 in one block, -1 in another, beside c = 2^"
+                                  f"{p}: c - 1 survives only after the +1 was rounded away)"),
+        Finding(FAMILY, "c_entry", "first",
+                note="rounding pairs split into blocks, so c is summed inside the chain: c is "
+                     "the accumulator of the first block"),
+    ]
+    return out
