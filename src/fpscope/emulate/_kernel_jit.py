@@ -181,10 +181,42 @@ def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_
         acc[j] = 0
 
 
+@njit(cache=True, inline="always")
+def _bit_round(v, mode, drop, mask):
+    """v rounded to ``52 - drop + 1`` significand bits on its float64 bits: RZ clears the
+    dropped bits, RNE adds half an ulp minus one plus the kept last bit before clearing (a carry
+    moves into the exponent, as it should). Exact for a normal result; -0 -> +0."""
+    b = _bits(v)
+    if mode == 0:
+        b = b + (((np.int64(1) << (drop - 1)) - 1) + ((b >> drop) & 1))
+    return np.int64(b & mask).view(np.float64) + 0.0
+
+
 @njit(cache=True)
 def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
     """run[:w] = rho((acc + ct) * 2^lsb): one loop per rounding mode, so that each compiles
-    with its mode as a constant."""
+    with its mode as a constant. RNE and RZ take a bit-level fast path (:func:`_bit_round`)
+    whose result is used where it is normal and finite in the target format; any other element
+    (overflow, subnormal or flushed results, Inf, NaN) sends the block through :func:`_round`."""
+    if mode <= 1:
+        drop = 52 - (p - 1)
+        mask = ~((np.int64(1) << drop) - 1)
+        lo_norm = max(_pow2(max(q_lo + p - 1, -1000)), tiny)
+        nbad = 0
+        if mode == 1:
+            for j in range(w):
+                v = (np.float64(acc[j]) + ct[j]) * lsb[j]
+                r = _bit_round(v, 1, drop, mask)
+                run[j] = r
+                nbad += np.int64(not ((abs(v) >= lo_norm) & (abs(v) < big) & (abs(r) <= mf)))
+        else:
+            for j in range(w):
+                v = (np.float64(acc[j]) + ct[j]) * lsb[j]
+                r = _bit_round(v, 0, drop, mask)
+                run[j] = r
+                nbad += np.int64(not ((abs(v) >= lo_norm) & (abs(v) < big) & (abs(r) <= mf)))
+        if nbad == 0:
+            return
     if mode == 1:
         for j in range(w):
             run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, 1, tiny, big)

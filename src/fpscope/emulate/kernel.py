@@ -148,12 +148,13 @@ def _exponents(x: np.ndarray, fmt: Format, flush: bool, coding=None) -> np.ndarr
     :func:`_exponent_coding` of fmt); the sentinel for zeros (and for subnormals when
     ``flush``). x finite."""
     dtype, sentinel, _ = coding or _exponent_coding(fmt)
-    ax = np.abs(x)
-    _, e = np.frexp(ax)
-    e = np.maximum(e.astype(np.int32) - 1, fmt.emin)
-    zero = ax == 0
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    # the exponent field of the float64 bits (every value of these formats is normal in float64)
+    e = (((x.view(np.int64) >> 52) & 0x7FF) - 1023).astype(np.int32)
+    e = np.maximum(e, fmt.emin)
+    zero = x == 0
     if flush:
-        zero |= ax < fmt.min_normal
+        zero |= np.abs(x) < fmt.min_normal
     return np.where(zero, sentinel, e).astype(dtype)
 
 
