@@ -110,3 +110,24 @@ def test_mixed_presets_are_refused_in_one_line(kind):
     assert mixed
     with pytest.raises(ProbeError, match="mixed a/b instructions cannot be probed"):
         make_matrix_target(f"{kind}:{mixed[0]}")
+
+
+@pytest.mark.parametrize("base,step,out", [
+    ("hopper-fp16-fp16out", ("e8m13", "RZ"), ("fp16", "RNE")),
+    ("ada-e4m3-fp16out", ("e8m13", "RZ"), ("fp16", "RNE")),
+    ("hopper-fp16-fp16out", ("fp32", "RNE"), ("fp16", "RZ")),
+])
+def test_output_rounding_after_wider_steps_is_found(base, step, out):
+    """Steps kept in a wider accumulator and one final rounding to fp16: no single fp16 rounding
+    fits the probes, the (step, output) pair is found and validates."""
+    prof = PRESETS[base].replace(name="wide-steps", step_rounding=step, output_rounding=out)
+    rep = probe(SimulatedTarget(prof), cases=2000)
+    assert rep.accepted, rep.reason
+    assert rep.profile.step_rounding == step
+    assert rep.profile.output_rounding == out
+    assert rep.features()["output_rounding"] == list(out)
+
+
+def test_no_output_rounding_for_single_rounding_presets():
+    rep = probe(SimulatedTarget(PRESETS["hopper-fp16-fp16out"]), cases=500)
+    assert rep.profile.output_rounding is None and "output_rounding" not in rep.features()

@@ -204,8 +204,8 @@ def sample_evidence(ctx: Ctx, rows, d, meanings=None, limit: int = MAX_EVIDENCE)
 def candidate_profile(ctx: Ctx, **changes):
     """A :class:`~fpscope.profile.Profile` from what ``ctx`` knows, with ``changes`` on top.
 
-    Unknown fields take their defaults: step_rounding (out_format, "RZ"), e_zero None, no
-    flushes, NaN bits of the output format's canonical quiet NaN, -0 -> +0.
+    Unknown fields take their defaults: step_rounding (out_format, "RZ"), no output_rounding,
+    e_zero None, no flushes, NaN bits of the output format's canonical quiet NaN, -0 -> +0.
     """
     from ..profile import Profile
 
@@ -216,6 +216,7 @@ def candidate_profile(ctx: Ctx, **changes):
         out_format=ctx.fout.name, block_size=L, k=ctx.K, frac_bits=kn.get("frac_bits", 24),
         alignment=kn.get("alignment", "truncate"), e_zero=kn.get("e_zero"),
         step_rounding=tuple(kn.get("step_rounding", (ctx.fout.name, "RZ"))),
+        output_rounding=tuple(kn["output_rounding"]) if kn.get("output_rounding") else None,
         flush_inputs=kn.get("flush_inputs", False), flush_outputs=kn.get("flush_outputs", False),
         nan_bits=kn.get("nan_bits", default_nan_bits(ctx.fout)),
         neg_zero_to_pos=kn.get("neg_zero_to_pos", True),

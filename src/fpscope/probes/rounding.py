@@ -2,7 +2,8 @@
 
 Inputs: sums whose exact value sits just above, on, or below rounding points of every candidate
 format, all in the first block: n copies of +-2^Eh (n = 1, 2, 3, 4, L - 1: carries push the sum's
-leading bit above e_max) plus one term +-m * 2^(Eh - t), m in {1, 1.25, 1.5}, t = 1 .. F + 2;
+leading bit above e_max) plus one term +-m * 2^(Eh - t), m in {1, 1.25, 1.5, 1 + 2^(1-p_in)}
+(the last puts a bit far below a tie, which a truncating wider step moves onto it), t = 1 .. F + 2;
 single tiny products on the output's subnormal grid (in the last block); then random in-format
 values in the first block and over all blocks (chained steps), with random
 c. Eh is chosen so that no sum overflows the output format.
@@ -13,8 +14,10 @@ NUMERICS.md section 2), tf32, bf16; fp16 outputs: fp16) in every rounding mode (
 RD, RU). Each candidate is a profile with the structure, F and alignment found so far, run by the
 vectorised engine; candidates whose outputs differ from the op's on any row are dropped. One
 survivor: rho found. Several: they agree on every probe (reported as equivalent; the first in
-the order output format, RZ before RNE, is used; the closed-loop validation then decides). None:
-no rounding of this family reproduces the op ("does not fit").
+the order output format, RZ before RNE, is used; the closed-loop validation then decides). None
+(outputs narrower than 24 bits): steps in a wider accumulator (fp32 or e8m13, RZ or RNE) followed
+by one output rounding to the output format (RNE or RZ) are tried the same way, which sets
+``output_rounding``. Still none: no rounding of this family reproduces the op ("does not fit").
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ _FORMATS = ("fp32", "e8m13", "tf32", "bf16", "fp16", "fp64")
 _MODES = ("RZ", "RNE", "RNA", "RD", "RU")
 
 
+def output_candidates(fout) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """(step, output) rounding pairs for a narrow output: steps kept in a wider accumulator
+    (fp32, or the e8m13 "FP22" of NUMERICS.md section 2) in RZ or RNE, then one rounding of the
+    last step to the output format (RNE or RZ). Empty for outputs of 24 bits or more."""
+    if fout.p >= 24:
+        return []
+    return [((sf, sm), (fout.name, om)) for sf in ("fp32", "e8m13") for sm in ("RZ", "RNE")
+            for om in ("RNE", "RZ")]
+
+
 def candidates(fout) -> list[tuple[str, str]]:
     out = []
     names = [fout.name] + [n for n in _FORMATS if n != fout.name]
@@ -63,7 +76,7 @@ def probe_rows(ctx: Ctx) -> list:
     Eh = min(fout.emax - 2 - math.ceil(math.log2(L + 2)), 2 * fin.emax - 1)
     rows = []
     ns = sorted({n for n in (1, 2, 3, 4, L - 1) if 1 <= n <= L - 1})
-    ms = [1.0, 1.5] + ([1.25] if fin.p >= 3 else [])
+    ms = [1.0, 1.5] + ([1.25, 1.0 + math.ldexp(1.0, 1 - fin.p)] if fin.p >= 3 else [])
     c_first = ctx.known.get("c_entry", "first") == "first"
     for n in ns or [0]:
         for t in range(1, F + 3):
@@ -114,19 +127,34 @@ def run(ctx: Ctx) -> list[Finding]:
     alive, dead_rows = [], np.zeros(len(rows), dtype=bool)
     tiny = np.zeros(len(rows), dtype=bool)
     tiny[ctx.known.pop("_tiny_from"):ctx.known.pop("_tiny_to")] = True
-    for cand in candidates(ctx.fout):
-        prof = candidate_profile(ctx, step_rounding=cand)
+    def test(step, out=None) -> bool | None:
+        """None: the candidate fails a main probe; else whether it also fits the tiny rows."""
+        nonlocal dead_rows
         try:
-            pred = fdpa_batch(a, b, c, prof)
+            pred = fdpa_batch(a, b, c, candidate_profile(ctx, step_rounding=step,
+                                                         output_rounding=out))
         except ValueError:
-            continue
+            return None
         ok = same_bits(pred, d)
         main = ok.copy()
         main[tiny] = True
-        if main.all():
-            alive.append((cand, bool(ok.all())))
-        else:
+        if not main.all():
             dead_rows |= ~main
+            return None
+        return bool(ok.all())
+
+    for cand in candidates(ctx.fout):
+        full = test(cand)
+        if full is not None:
+            alive.append((cand, full))
+    if not alive:  # steps in a wider accumulator, then one rounding to the output format
+        pairs = []
+        for step, out in output_candidates(ctx.fout):
+            full = test(step, out)
+            if full is not None:
+                pairs.append(((step, out), full))
+        if pairs:
+            return _with_output_rounding(ctx, pairs, rows, d)
     idx = np.flatnonzero(dead_rows)
     ev_rows = [rows[i] for i in idx] if len(idx) else rows
     ev = sample_evidence(ctx, ev_rows, d[idx] if len(idx) else d)
@@ -142,3 +170,21 @@ def run(ctx: Ctx) -> list[Finding]:
         note += (f" (equivalent on all {len(rows)} probes: "
                  + ", ".join(f"{f} {m}" for f, m in alive[1:]) + ")")
     return [Finding(FAMILY, "step_rounding", list(best), rows=len(rows), evidence=ev, note=note)]
+
+
+def _with_output_rounding(ctx: Ctx, pairs, rows, d) -> list[Finding]:
+    """Findings for a (step, output) rounding pair that reproduces the probes where no single
+    rounding does."""
+    alive = [p for p, full in pairs if full] or [p for p, _ in pairs]
+    step, out = alive[0]
+    ctx.known["step_rounding"] = step
+    ctx.known["output_rounding"] = out
+    ev = sample_evidence(ctx, rows, d)
+    note = (f"no single rounding to {ctx.fout.name} fits; steps round to {step[0]} {step[1]}, "
+            f"then the result once to {out[0]} {out[1]}")
+    if len(alive) > 1:
+        note += (f" (equivalent on all {len(rows)} probes: "
+                 + ", ".join(f"{s[0]} {s[1]} -> {o[0]} {o[1]}" for s, o in alive[1:]) + ")")
+    return [Finding(FAMILY, "step_rounding", list(step), rows=len(rows), evidence=ev, note=note),
+            Finding(FAMILY, "output_rounding", list(out),
+                    note=f"the last step's result is rounded once more, to {out[0]} {out[1]}")]
