@@ -278,3 +278,24 @@ def test_gate_re_probes_the_library_level(tmp_path, capsys):
     assert "same arithmetic" in capsys.readouterr().out
     assert cli_main(["gate", str(base), "--target", "simgemm:hopper-fp16,split_k=4"]) == 1
     assert "split_k" in capsys.readouterr().out
+
+
+def test_gate_re_probes_with_the_recorded_chain(tmp_path, capsys):
+    """A --library --chain probe record keeps the chain profile; gate re-probes with it (without
+    it, narrow partial sums would make the live probe refuse to guess)."""
+    import json
+
+    from fpscope.cli import main as cli_main
+
+    base = tmp_path / "chain.json"
+    spec = "simgemm:hopper-e4m3,split_k=2,split_k_format=bf16"
+    assert cli_main(["probe", spec, "--in-format", "fp8_e4m3fn", "--library", "--chain",
+                     "hopper-e4m3", "--cases", "256", "--record", str(base)]) == 0
+    rec = json.loads(base.read_text())
+    assert rec["probe"]["chain"]["name"] == "hopper-e4m3"
+    capsys.readouterr()
+    assert cli_main(["gate", str(base)]) == 0
+    assert "same arithmetic" in capsys.readouterr().out
+    rec["probe"]["chain"] = None  # as written before the chain was kept: the live probe refuses
+    base.write_text(json.dumps(rec))
+    assert cli_main(["gate", str(base)]) == 1

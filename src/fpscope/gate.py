@@ -313,11 +313,17 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
     if out is not None and out.exists() and not force:
         raise GateError(f"{out} exists; choose another name (--record) or pass --force to replace it")
     probe_info = rec.get("probe") or {}
+    chain = None
+    if probe_info.get("chain") is not None:  # the chain profile given to the baseline probe
+        try:
+            chain = Profile.from_dict(probe_info["chain"])
+        except ValueError as exc:
+            raise GateError(f"{baseline}: bad chain profile: {str(exc).splitlines()[0]}") from None
     try:
         live_target = make_matrix_target(spec, t.get("in_format"), t.get("out_format"),
                                           k=probe_info.get("k"))
         rep = probe(live_target, t.get("in_format"), t.get("out_format"), k=probe_info.get("k"),
-                    library_k=probe_info.get("library_k"))
+                    library_k=probe_info.get("library_k"), chain=chain)
     except ProbeError as exc:
         raise GateError(str(exc)) from None
     if rep.profile is None:

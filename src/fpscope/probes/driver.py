@@ -72,6 +72,8 @@ class ProbeReport:
         seconds, calls, rows: probing cost (validation excluded from rows).
         library_k: K of the library-level probe (None: not run); the validation then ran at
             this K.
+        chain: the chain profile given with the library level (``Profile.to_dict()``), or None;
+            kept so that ``fpscope gate`` can re-probe the same way.
     """
 
     target: dict
@@ -87,6 +89,7 @@ class ProbeReport:
     calls: int = 0
     rows: int = 0
     library_k: int | None = None
+    chain: dict | None = None
 
     @property
     def accepted(self) -> bool:
@@ -103,7 +106,7 @@ class ProbeReport:
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA, "target": self.target, "k": self.k,
-            "library_k": self.library_k, "fits": self.fits,
+            "library_k": self.library_k, "chain": self.chain, "fits": self.fits,
             "accepted": self.accepted, "reason": self.reason, "features": self.features(),
             "not_observable": self.not_observable,
             "findings": [f.to_dict() for f in self.findings],
@@ -255,7 +258,8 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
         if library_k < 2 * K or library_k % K:
             raise ProbeError(f"library K = {library_k} must be a multiple of the instruction-"
                              f"level K = {K}, at least {2 * K}")
-    rep = ProbeReport(target=target.describe(), k=K, library_k=library_k)
+    rep = ProbeReport(target=target.describe(), k=K, library_k=library_k,
+                      chain=None if chain is None else chain.to_dict())
     calls0 = target.calls
     lib = None
     view = target
