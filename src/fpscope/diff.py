@@ -383,10 +383,8 @@ def _profile_witness(a: Profile, b: Profile, cases: int, seed: int) -> dict | No
                 "input": {"products": m["products"], "c": m["c"]},
                 "a": m.get("got", m["got_full"]), "b": m.get("expected", m["expected_full"])}
     fin, fout = resolve_format(a.in_format), resolve_format(a.out_format)
-    K = 1
-    for p in (a, b):  # whole instructions in every split-K slice and promotion interval
-        for unit in (p.k * p.split_k, (p.promotion_interval or p.k) * p.split_k):
-            K = K * unit // math.gcd(K, unit)
+    # whole instructions in every split-K slice and promotion interval (P is a multiple of k)
+    K = math.lcm(*((p.promotion_interval or p.k) * p.split_k for p in (a, b)))
     rng = np.random.default_rng(seed)
     for t in range(max(1, cases // 256)):
         kind = GENERATORS[t % len(GENERATORS)]

@@ -208,11 +208,6 @@ class Profile:
         return self.in_format, self.b_format or self.in_format
 
     @property
-    def mixed(self) -> bool:
-        """True when a and b have different formats (``b_format`` set)."""
-        return self.b_format is not None
-
-    @property
     def lossless(self) -> bool:
         """True when the cut at ``2^(e_max - F)`` can never drop a bit of any term.
 

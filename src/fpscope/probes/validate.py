@@ -2,7 +2,7 @@
 section 3, probe 15; Hawkeye's and MMA-Sim's bitwise validation).
 
 :func:`validate` runs the target and the vectorised engine
-(:func:`fpscope.emulate.vectorized.matmul`) on the same random 16 x K x 16 problems and compares
+(:func:`fpscope.emulate.matmul` with ``engine="numpy"``, library-level fields included) on the same random 16 x K x 16 problems and compares
 every output bit for bit (all NaNs compare equal: the float64 interface of a target does not
 promise NaN payloads). Generators, in turn:
 
@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from ..emulate.vectorized import matmul
+from ..emulate import matmul
 from ..formats import FP32, Format, decode, is_representable, round_to_format
 from ..profile import Profile, resolve_format
 from ._common import same_bits
@@ -107,13 +107,8 @@ def generate(kind: str, rng, fin: Format, fout: Format, M: int, K: int, N: int, 
 
 
 def _emulate(A, B, C, profile: Profile) -> np.ndarray:
-    from ..emulate.library import has_library_level
-
-    if has_library_level(profile):  # split-K, promotion interval: the library-level GEMM
-        from ..emulate import matmul as gemm
-
-        return gemm(A, B, C, profile=profile, engine="numpy")
-    return matmul(A, B, C, profile=profile)
+    """The profile's GEMM on the vectorised engine (library-level fields included)."""
+    return matmul(A, B, C, profile=profile, engine="numpy")
 
 
 def _mismatch(target: MatrixTarget, profile: Profile, a, b, c) -> tuple[bool, float, float]:
