@@ -1,6 +1,6 @@
 """Benchmark: time to reveal real numpy trees, beside a re-implementation of the published FPRev.
 
-Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick]
+Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick] [--rows N]
 
 Prints one table: median seconds of fpscope's reveal (tree + consistency checks, without the
 replay check), probes and calls per leaf, the published algorithm's median seconds on the same
@@ -89,11 +89,38 @@ def _median_time(fn, repeats: int):
     return statistics.median(times), out
 
 
+def rows_report(n: int) -> int:
+    """Rows of n floats that one reveal of np.sum sums (every call's batch counted), the time
+    np.sum takes per such row in 64-row batches, and their product beside the reveal's time."""
+    t = make_target("numpy.sum", n=n)
+    rows = [0]
+    evaluate = t.evaluate
+
+    def counting(X):
+        rows[0] += len(X)
+        return evaluate(X)
+
+    t.evaluate = counting
+    res = reveal(t, replay_samples=0)
+    t.close()
+    X = np.ones((64, n), dtype=np.float32)
+    per_row, _ = _median_time(lambda: [np.sum(X, axis=1) for _ in range(50)], 3)
+    per_row /= 50 * 64
+    print(f"np.sum fp32 n = {n}: {rows[0]} probe rows in {res.stats.calls} calls; np.sum takes "
+          f"{per_row * 1e6:.2f} us per row, {rows[0] * per_row:.3f} s for all of them; the "
+          f"reveal took {res.stats.seconds:.3f} s")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    ap.add_argument("--rows", type=int, metavar="N", help="instead of the table: probe rows "
+                    "that revealing np.sum fp32 of N leaves evaluates, and np.sum's time per row")
     args = ap.parse_args(argv)
+    if args.rows:
+        return rows_report(args.rows)
     q = args.quick
     cases = [
         ("np.sum fp32", "numpy.sum", {"n": 1024 if q else 8192}, lambda x: np.sum(x)),
