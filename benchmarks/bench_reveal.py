@@ -91,7 +91,8 @@ def _median_time(fn, repeats: int):
 
 def rows_report(n: int) -> int:
     """Rows of n floats that one reveal of np.sum sums (every call's batch counted), the time
-    np.sum takes per such row in 64-row batches, and their product beside the reveal's time."""
+    np.sum takes per such row in 256-row batches (the reveal's batch at n = 16384), and their
+    product beside the reveal's time."""
     t = make_target("numpy.sum", n=n)
     rows = [0]
     evaluate = t.evaluate
@@ -103,9 +104,9 @@ def rows_report(n: int) -> int:
     t.evaluate = counting
     res = reveal(t, replay_samples=0)
     t.close()
-    X = np.ones((64, n), dtype=np.float32)
+    X = np.ones((256, n), dtype=np.float32)
     per_row, _ = _median_time(lambda: [np.sum(X, axis=1) for _ in range(50)], 3)
-    per_row /= 50 * 64
+    per_row /= 50 * 256
     print(f"np.sum fp32 n = {n}: {rows[0]} probe rows in {res.stats.calls} calls; np.sum takes "
           f"{per_row * 1e6:.2f} us per row, {rows[0] * per_row:.3f} s for all of them; the "
           f"reveal took {res.stats.seconds:.3f} s")

@@ -213,7 +213,10 @@ def test_numpy_sum_batched_equals_per_row_bitwise(dtype, rng):
             assert_same_bits(got, t.evaluate_each(X))
 
 
-def test_numpy_sum_batched_in_chunks(rng):
+def test_numpy_sum_batched_in_chunks(rng, monkeypatch):
+    from fpscope.targets import numpy_targets
+
+    monkeypatch.setattr(numpy_targets, "BATCH_BYTES", 8 << 20)
     n = 65536
     t = make_target("numpy.sum", n=n, dtype="fp32", offset=16)
     X = rand(rng, (40, n), "fp32")  # 8 MB of float64 per chunk: 16 rows, 3 chunks

@@ -66,10 +66,11 @@ class Prober:
     Args:
         target: the black box (see :mod:`fpscope.targets.base`).
         mask: probe values.
-        max_batch_bytes: memory cap of one batched call's input buffer.
+        max_batch_bytes: memory cap of one batched call's input buffer (16 MB: 256 fp32 rows
+            at n = 16384, the fastest of 4-32 MB in benchmarks/bench_reveal.py).
     """
 
-    def __init__(self, target: Target, mask: Mask, max_batch_bytes: int = 4 << 20, mode: str | None = None):
+    def __init__(self, target: Target, mask: Mask, max_batch_bytes: int = 16 << 20, mode: str | None = None):
         self.target = target
         self.mask = mask
         self.n = target.n
@@ -206,7 +207,8 @@ class Prober:
         if rest:
             self._packed(tasks, rest, need, B, results)
         out = np.concatenate(results)
-        pairs = np.concatenate([np.stack([np.full(len(t[2]), t[1]), t[2]], axis=1) for t in tasks])
+        pairs = np.stack([np.repeat([t[1] for t in tasks], [len(t[2]) for t in tasks]),
+                          np.concatenate([t[2] for t in tasks])], axis=1)
         self.history.append((pairs, out))
         return out
 
@@ -241,10 +243,11 @@ class Prober:
             pos += lengths[i]
         partners = np.concatenate([tasks[i][2] for i in idx]).astype(np.int64)
         flat = np.empty(pos, dtype=np.int64)
+        rows_used = min(self.max_rows, max(sl[2] for sl in slots))  # buffer rows the calls use
         try:
             self._packed_rows(tasks, slots, B, (base, pivot, size, partners), flat)
         finally:
-            self._buf[...] = self.mask.u  # leave the buffer as fetch() expects it
+            self._buf[:rows_used] = self.mask.u  # leave the buffer as fetch() expects it
         for i in idx:
             results[i] = flat[base[i] : base[i] + lengths[i]]
         self.probes += pos
@@ -260,9 +263,9 @@ class Prober:
         base, pivot, size, partners = tables
         u, M = self.mask.u, self.mask.M
         buf = self._buf
-        buf[...] = 0
         S = len(slots)
         R = max(sl[2] for sl in slots)
+        buf[: min(R, self.max_rows)] = 0
         # turn[s, r]: task number whose turn it is in slot s at row r (-1: none);
         # first[s, r]: the row where that turn began
         turn = np.full((S, R), -1, dtype=np.int64)
@@ -278,13 +281,13 @@ class Prober:
         K = self.max_rows
         cur = np.full((S, K), -1, dtype=np.int64)  # task written in each buffer row, per slot
 
+        cols: dict[int, object] = {}  # task -> its members as a (strided) slice where possible
+
         def put(i, lo, hi, w):  # task i's weight on (w > 0) or off (w < 0) in buffer rows lo:hi
-            mem = tasks[i][0]
-            v = max(w, 0.0)
-            if mem[-1] - mem[0] + 1 == len(mem):
-                buf[lo:hi, mem[0] : mem[-1] + 1] = v
-            else:
-                buf[lo:hi, mem] = v
+            c = cols.get(i)
+            if c is None:
+                c = cols[i] = _as_slice(tasks[i][0])
+            buf[lo:hi, c] = max(w, 0.0)
             buf[lo:hi, tasks[i][3]] += w  # a guard shared by several tasks sums their weights
 
         for c0 in range(0, R, K):
@@ -390,8 +393,20 @@ class Prober:
 # FPRev
 
 
+def _as_slice(idx: np.ndarray):
+    """A sorted index array as an equivalent slice when it is an arithmetic progression (numpy's
+    8-lane chains are strided sets), else the array itself; slices write much faster."""
+    if len(idx) == 1:
+        return slice(int(idx[0]), int(idx[0]) + 1)
+    step = int(idx[1] - idx[0])
+    if step > 0 and int(idx[-1] - idx[0]) == step * (len(idx) - 1) and (np.diff(idx) == step).all():
+        return slice(int(idx[0]), int(idx[-1]) + 1, step)
+    return idx
+
+
 class _Partial:
-    """A node under construction: children, declared size (from l values), leaves held."""
+    """A node under construction: children as (node, smallest leaf) pairs, declared size (from l
+    values), leaves held."""
 
     __slots__ = ("children", "size", "count")
 
@@ -427,7 +442,7 @@ def fprev(
     frontier = [0]
     done_probes = 0
     while frontier:
-        pairs_parts, packs = [], []
+        packs = []
         for tid in frontier:
             t = tasks[tid]
             mem = t["members"]
@@ -443,16 +458,16 @@ def fprev(
             t["pivot"] = p
             others = mem[mem != p]
             t["others"] = others
-            pairs_parts.append(np.stack([np.full(len(others), p), others], axis=1))
             packs.append((mem, p, others, t.get("guard", -1)))
-        if not pairs_parts:
+        if not packs:
             break
-        allpairs = np.concatenate(pairs_parts)
         if packed and len(packs) > 1:
             allvals = prober.lca_sizes_packed(packs)
         else:
-            allvals = prober.lca_sizes(allpairs)
-        done_probes += len(allpairs)
+            allvals = prober.lca_sizes(np.stack([
+                np.repeat([pk[1] for pk in packs], [len(pk[2]) for pk in packs]),
+                np.concatenate([pk[2] for pk in packs])], axis=1))
+        done_probes += len(allvals)
         if progress:
             progress(done_probes, n)
         pos = 0
@@ -484,45 +499,47 @@ def fprev(
         frontier = nxt
     # combine bottom-up: children were created after their parents. A node is closed into a
     # canonical tuple (children sorted by smallest leaf) as soon as it holds all its leaves.
-    low: dict[int, int] = {}  # id(closed tuple) -> its smallest leaf
-
-    def key(x):
-        return x if x.__class__ is int else low[id(x)]
-
-    def close(children):
-        kids = sorted(children, key=key)
-        node = tuple(kids)
-        low[id(node)] = key(kids[0])
-        return node
-
-    result: dict[int, object] = {}
+    # result[tid] = (node, smallest leaf); an open multi-way node is a _Partial whose children
+    # list holds (node, smallest leaf) pairs
+    result: dict[int, tuple] = {}
     for tid in range(len(tasks) - 1, -1, -1):
         t = tasks[tid]
         mem = t["members"]
         if len(mem) == 1:
-            result[tid] = int(mem[0])
+            result[tid] = (int(mem[0]), int(mem[0]))
             continue
         running: object = t["pivot"]
+        rk = running  # smallest leaf under running
         count = 1
         for L, child in t["groups"]:
             if child < 0:  # a single leaf, encoded as -1 - leaf
-                sub, g = -1 - child, 1
+                sub = sk = -1 - child
+                g = 1
             else:
-                sub, g = result.pop(child), len(tasks[child]["members"])
-            if L <= count or isinstance(running, _Partial):
+                sub, sk = result.pop(child)
+                g = len(tasks[child]["members"])
+            if L <= count or running.__class__ is _Partial:
                 raise RevealError("inconsistent", _incons(t["pivot"], L, count))
-            if isinstance(sub, _Partial):  # an open multi-way node: running joins it
+            if sub.__class__ is _Partial:  # an open multi-way node: running joins it
                 if sub.size != L or count + g > L:
                     raise RevealError("inconsistent", _incons(t["pivot"], L, count + g))
-                kids = sub.children + [running]
+                kids = sub.children + [(running, rk)]
+            elif count + g > L:
+                raise RevealError("inconsistent", _incons(t["pivot"], L, count + g))
             else:
-                if count + g > L:
-                    raise RevealError("inconsistent", _incons(t["pivot"], L, count + g))
-                kids = [running, sub]
+                kids = None
             count += g
-            running = close(kids) if count == L else _Partial(kids, L, count)
-        result[tid] = running
-    root = result[0]
+            if kids is None and count == L:  # most nodes: binary, closed at once
+                running = (running, sub) if rk < sk else (sub, running)
+            elif kids is None:
+                running = _Partial([(running, rk), (sub, sk)], L, count)
+            elif count == L:
+                running = tuple(nd for nd, _ in sorted(kids, key=lambda c: c[1]))
+            else:
+                running = _Partial(kids, L, count)
+            rk = rk if rk < sk else sk
+        result[tid] = (running, rk)
+    root = result[0][0]
     if isinstance(root, _Partial):
         raise RevealError(
             "inconsistent",
@@ -616,25 +633,31 @@ def lca_sizes_of_tree(tree: SumTree, pairs: np.ndarray) -> np.ndarray:
     """l(i, j) of ``tree`` for each (i, j) in ``pairs`` (P, 2); O(nodes) Python, O(P * nodes)
     numpy work.
 
-    Every internal node covers a contiguous range of the canonical leaf order (its first child's
-    start to its last child's end), so LCA(i, j) is the smallest node whose range holds both.
+    Every internal node covers a contiguous range of the canonical leaf order, so LCA(i, j) is
+    the smallest node whose range holds both. One depth-first pass numbers the leaves and
+    records each node's range.
     """
-    order = tree.leaves()
-    leafpos = {leaf: k for k, leaf in enumerate(order)}
-    span: dict[int, tuple[int, int]] = {}
+    leafpos: dict = {}
     lo, hi = [], []
-    for nd in tree.nodes_postorder():
-        a, c = nd[0], nd[-1]
-        s0 = span[id(a)][0] if a.__class__ is tuple else leafpos[a]
-        s1 = span[id(c)][1] if c.__class__ is tuple else leafpos[c] + 1
-        span[id(nd)] = (s0, s1)
-        lo.append(s0)
-        hi.append(s1)
+    pos = 0
+    stack = [tree.root]
+    while stack:
+        cur = stack.pop()
+        c = cur.__class__
+        if c is tuple:
+            stack.append([pos])  # closes the node: its range starts here
+            stack.extend(reversed(cur))
+        elif c is list:
+            lo.append(cur[0])
+            hi.append(pos)
+        else:
+            leafpos[cur] = pos
+            pos += 1
     lo_a, hi_a = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     size = hi_a - lo_a
     P = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    pos = np.array([[leafpos[int(i)], leafpos[int(j)]] for i, j in P], dtype=np.int64).reshape(-1, 2)
-    a, c = pos.min(axis=1), pos.max(axis=1)
+    pos_ = np.array([[leafpos[int(i)], leafpos[int(j)]] for i, j in P], dtype=np.int64).reshape(-1, 2)
+    a, c = pos_.min(axis=1), pos_.max(axis=1)
     holds = (lo_a[None, :] <= a[:, None]) & (hi_a[None, :] > c[:, None])
     return np.where(holds, size[None, :], np.iinfo(np.int64).max).min(axis=1)
 

@@ -35,8 +35,10 @@ from ._threads import BlasThreadLimit
 from .base import TargetError
 
 #: Bytes of float64 probe rows converted and summed per batched ``np.sum`` call (the storage
-#: buffer and the conversion's temporaries stay well under 64 MB).
-BATCH_BYTES = 8 << 20
+#: buffer and the conversion's temporaries stay well under 64 MB). 32 MB is 256 fp32 rows at
+#: n = 16384: fewer, larger calls made the reveal ~15% faster than 8 MB on the 2-core CI
+#: machine (benchmarks/bench_reveal.py), larger ones slower again (cache).
+BATCH_BYTES = 32 << 20
 
 
 def _out_format(name: str, fmt, trial: Callable[[np.dtype], object]):
