@@ -25,9 +25,9 @@ from fpscope.profile import PRESETS
 
 #: Profile fields compared with the preset (documentation and library-level fields left out;
 #: nan_bits too: the float64 interface of a black box carries no NaN payload)
-_FIELDS = ("block_size", "k", "frac_bits", "alignment", "step_rounding", "output_rounding",
-           "k_order", "c_entry", "neg_zero_to_pos", "operand_conversion",
-           "e_zero", "flush_inputs", "flush_outputs")
+_FIELDS = ("in_format", "b_format", "block_size", "k", "frac_bits", "alignment",
+           "step_rounding", "output_rounding", "k_order", "c_entry", "neg_zero_to_pos",
+           "operand_conversion", "e_zero", "flush_inputs", "flush_outputs")
 
 
 def _differs(found, preset: str, not_observable) -> list[str]:
@@ -56,8 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", action="append")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    # mixed a/b input presets (b_format) are left out: the probes draw a and b in one format
-    names = args.preset or [n for n in MODELS if PRESETS[n].b_format is None]
+    names = args.preset or list(MODELS)
     print(f"{'preset':28s} {'result':9s} {'validation':>17s} {'time':>7s}  differs from preset / "
           f"why not")
     bad = 0

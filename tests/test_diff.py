@@ -91,3 +91,15 @@ def test_cli_exit_codes(tmp_path, capsys):
 def test_tree_and_profile_cannot_be_compared(tmp_path):
     with pytest.raises(DiffError, match="cannot compare"):
         diff(_record(tmp_path / "a.json", SumTree.sequential(4)), "ampere-fp16")
+
+
+def test_mixed_input_profiles_get_a_witness():
+    """Two e4m3 x e5m2 profiles that differ in F: the witness search draws A in e4m3 and B in
+    e5m2, and the witness shows B's bits in B's format (one byte each)."""
+    a = get_profile("ada-e4m3-e5m2")
+    b = a.replace(name="ada-e4m3-e5m2-f12", frac_bits=12)
+    res = diff_profiles(a, b, cases=2048)
+    assert not res.same and res.parameter["name"] == "frac_bits"
+    assert res.witness and res.witness["a"] != res.witness["b"]
+    for p in res.witness["input"]["products"]:
+        assert len(p["a"]) == len(p["b"]) == 4  # "0xNN": one fp8 byte each

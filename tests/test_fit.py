@@ -38,17 +38,33 @@ def test_fit_without_presets_finds_the_block_size(gpu, L):
 def _npz(tmp_path, profile: Profile, n=600, seed=0):
     rng = np.random.default_rng(seed)
     fin, fout = resolve_format(profile.in_format), resolve_format(profile.out_format)
+    fb = resolve_format(profile.operand_formats[1])
     a = round_to_format(rng.standard_normal((n, profile.k)) * 2.0 ** rng.integers(-6, 7, (n, profile.k)), fin)
-    b = round_to_format(rng.standard_normal((n, profile.k)), fin)
+    b = round_to_format(rng.standard_normal((n, profile.k)), fb)
     a[:, 1::2] = -a[:, 0::2]  # cancelling pairs expose the kept bits
     b[:, 1::2] = b[:, 0::2] * (1 + 2.0 ** -rng.integers(3, 10, (n, profile.k // 2)))
-    b = round_to_format(b, fin)
+    b = round_to_format(b, fb)
     c = round_to_format(rng.standard_normal(n) * 4, fout)
     d = encode(fdpa_batch(a, b, c, profile), fout)
     path = tmp_path / "rec.npz"
+    extra = {"b_format": profile.b_format} if profile.b_format else {}
     np.savez(path, a=a, b=b, c=c, d=d, in_format=profile.in_format,
-             out_format=profile.out_format)
+             out_format=profile.out_format, **extra)
     return path
+
+
+@pytest.mark.parametrize("use_presets", [True, False])
+def test_fit_a_mixed_input_recording(tmp_path, use_presets):
+    """An e4m3 x e5m2 recording (.npz with b_format): the fit keeps b's format and reproduces
+    every sample, from the mixed presets or from the grid alone."""
+    p = PRESETS["ada-e4m3-e5m2"]
+    rec = load_recording(_npz(tmp_path, p))
+    assert (rec.in_format, rec.b_format) == ("fp8_e4m3fn", "fp8_e5m2")
+    res = fit(rec, use_presets=use_presets)
+    assert res.exact, res.to_text()
+    q = res.profile
+    assert (q.in_format, q.b_format, q.block_size, q.frac_bits) == \
+        ("fp8_e4m3fn", "fp8_e5m2", p.block_size, p.frac_bits)
 
 
 def test_fit_an_unknown_device_from_npz(tmp_path):

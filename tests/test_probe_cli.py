@@ -75,12 +75,31 @@ def test_probe_cli_json_and_profile_file(capsys, tmp_path):
     (["fpscope_probe_user:shape", "--in-format", "fp16"], "returned shape (1, 1)"),
     (["fpscope_probe_user:missing", "--in-format", "fp16"], "no attribute"),
     (["nonsense", "--in-format", "fp16"], "unknown target"),
+    (["sim:ada-e4m3-e5m2", "--in-format", "fp8_e4m3fn", "--b-format", "fp8_e4m3fn"],
+     "takes B in fp8_e5m2, not fp8_e4m3fn"),
+    (["sim:ada-e4m3-e5m2", "--in-format", "fp8_e4m3fn", "--b-format", "fp9"], "--b-format"),
 ])
 def test_probe_cli_errors_are_one_line(capsys, usermod, args, words):
     rc, _, err = cli(capsys, "probe", *args)
     assert rc == 2
     assert err.startswith("fpscope: ") and err.count("\n") == 1 and words in err
     assert "Traceback" not in err
+
+
+def test_probe_cli_mixed_input_instruction(capsys):
+    """An e4m3 x e5m2 instruction is probed with --b-format; the report names both formats and
+    the profile file carries b_format."""
+    rc, out, err = cli(capsys, "probe", "sim:hopper-wgmma-e4m3-e5m2", "--in-format",
+                       "fp8_e4m3fn", "--b-format", "fp8_e5m2", "--cases", "500", "--format",
+                       "json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["accepted"] and d["target"]["b_format"] == "fp8_e5m2"
+    assert d["profile"]["b_format"] == "fp8_e5m2" and d["profile"]["block_size"] == 32
+    rc, out, err = cli(capsys, "probe", "sim:hopper-wgmma-e4m3-e5m2", "--in-format",
+                       "fp8_e4m3fn", "--cases", "200")
+    assert rc == 0, err
+    assert "fp8_e4m3fn x fp8_e5m2 inputs" in out.splitlines()[0]
 
 
 def test_probe_callable_fits_and_validation_mismatch_exits_1(capsys, usermod):

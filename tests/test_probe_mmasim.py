@@ -21,6 +21,8 @@ _spec.loader.exec_module(pm)
 @pytest.mark.parametrize("preset, differs", [
     ("volta-fp16", []), ("ampere-bf16", []), ("ada-tf32", []), ("ada-e5m2", []),
     ("hopper-fp16", []), ("hopper-e4m3", []), ("blackwell-tcgen05-fp16", []),
+    # mixed a/b input formats: B's format is probed as B's
+    ("hopper-wgmma-e5m2-e4m3", []),
     # mmasim's fp16-output e_zero is one above the validated preset's (tests/test_mmasim_oracle):
     # the probes observe mmasim's value
     ("turing-fp16-fp16out", ["e_zero"])])

@@ -16,9 +16,9 @@ from fpscope.profile import PRESETS
 
 def _params():
     # fp6/fp4 inputs and CDNA1's lossless blocks are probed through the rounding-pair structure
-    # probe and c as the third term (tests/test_probes_narrow.py); mixed a/b presets are refused
-    # (test_mixed_presets_are_refused_in_one_line)
-    return [pytest.param(name, id=name) for name, p in PRESETS.items() if p.b_format is None]
+    # probe and c as the third term (tests/test_probes_narrow.py); mixed a/b presets (e4m3 x
+    # e5m2, ...) form each probe product from an a value and a power of two of b's format
+    return [pytest.param(name, id=name) for name in PRESETS]
 
 
 def _blocks(order, L, K):
@@ -37,6 +37,7 @@ def test_probe_recovers_preset(name):
     q = rep.profile
     found = {f.feature: f for f in rep.findings}
     assert q.status == "experimental"
+    assert (q.in_format, q.b_format) == (p.in_format, p.b_format)
     assert (q.block_size, q.k, q.stages) == (p.block_size, p.k, p.stages)
     assert _blocks(q.k_order, q.block_size, q.k) == _blocks(p.k_order, p.block_size, p.k)
     assert q.c_entry == p.c_entry
@@ -102,14 +103,33 @@ def test_tf32_conversion_round_is_found():
 
 
 @pytest.mark.parametrize("kind", ["sim", "simgemm", "mmasim"])
-def test_mixed_presets_are_refused_in_one_line(kind):
-    """The probes draw a and b in one format: a mixed a/b preset gets a clear ProbeError."""
+def test_mixed_presets_take_b_in_their_own_format(kind):
+    """A mixed a/b preset's target knows B's format; asking for another one is refused in one
+    line, and the same format is accepted."""
     from fpscope.probes.blackbox import ProbeError, make_matrix_target
 
-    mixed = [n for n, p in PRESETS.items() if p.b_format is not None]
-    assert mixed
-    with pytest.raises(ProbeError, match="mixed a/b instructions cannot be probed"):
-        make_matrix_target(f"{kind}:{mixed[0]}")
+    if kind == "mmasim":
+        pytest.importorskip("mmasim")
+    t = make_matrix_target(f"{kind}:ada-e4m3-e5m2", b_format="fp8_e5m2")
+    assert (t.fin.name, t.fb.name, t.b_format) == ("fp8_e4m3fn", "fp8_e5m2", "fp8_e5m2")
+    with pytest.raises(ProbeError, match="takes B in fp8_e5m2, not fp8_e4m3fn"):
+        make_matrix_target(f"{kind}:ada-e4m3-e5m2", b_format="fp8_e4m3fn")
+
+
+def test_mixed_callable_is_probed_with_b_format():
+    """A callable taking e5m2 A and e4m3 B (here the Hopper wgmma arithmetic run by the
+    emulator) is probed with b_format: the profile carries B's format and reproduces the op
+    bit for bit."""
+    from fpscope.emulate import matmul
+
+    p = PRESETS["hopper-wgmma-e5m2-e4m3"]
+
+    def op(A, B, C):
+        return matmul(A, B, C, profile=p, engine="numpy")
+
+    rep = probe(op, "fp8_e5m2", "fp32", k=p.k, cases=1024, b_format="fp8_e4m3fn")
+    assert rep.accepted and rep.profile.b_format == "fp8_e4m3fn", rep.reason
+    assert (rep.profile.block_size, rep.profile.frac_bits) == (p.block_size, p.frac_bits)
 
 
 @pytest.mark.parametrize("base,step,out", [

@@ -36,6 +36,7 @@ EPILOG_VERIFY = """examples:
 EPILOG_PROBE = """examples:
   fpscope probe sim:ampere-fp16 --in-format fp16
   fpscope probe sim:hopper-e4m3 --in-format fp8_e4m3fn --format json > probe.json
+  fpscope probe mmasim:ada-e4m3-e5m2 --in-format fp8_e4m3fn --b-format fp8_e5m2
   fpscope probe torch.matmul --in-format fp32 --cases 500
   fpscope probe mypkg.kernels:mma --in-format fp16 --out-format fp32 --k 16 -o my_mma.json
   fpscope probe simgemm:hopper-e4m3,promotion_interval=128 --in-format fp8_e4m3fn --library
@@ -152,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "arrays")
     pb.add_argument("--in-format", required=True, help="format of A and B (fp16, bf16, tf32, "
                     "fp8_e4m3fn, fp32, ...)")
+    pb.add_argument("--b-format", help="format of B where it differs from A's (mixed-input "
+                    "instructions, e.g. --in-format fp8_e4m3fn --b-format fp8_e5m2)")
     pb.add_argument("--out-format", help="format of C and D (default: the target's; callables: "
                     "fp32)")
     pb.add_argument("--k", type=int, help="K of the probe calls for targets that take any K "
@@ -816,7 +819,8 @@ def cmd_probe(args) -> int:
     from .profile import resolve_format
     from .record import probe_record, write_record
 
-    for what, name in (("--in-format", args.in_format), ("--out-format", args.out_format)):
+    for what, name in (("--in-format", args.in_format), ("--b-format", args.b_format),
+                       ("--out-format", args.out_format)):
         if name is not None:
             try:
                 resolve_format(name)
@@ -827,9 +831,10 @@ def cmd_probe(args) -> int:
     if args.chain is not None and args.library is None:
         raise UsageError("--chain needs --library (the chains' arithmetic is only used there)")
     chain = _load_profile(args.chain) if args.chain is not None else None
-    target = make_matrix_target(args.target, args.in_format, args.out_format, k=args.k)
+    target = make_matrix_target(args.target, args.in_format, args.out_format, k=args.k,
+                                b_format=args.b_format)
     rep = probe(target, args.in_format, args.out_format, k=args.k, cases=args.cases,
-                seed=args.seed, library_k=args.library, chain=chain)
+                seed=args.seed, library_k=args.library, chain=chain, b_format=args.b_format)
     env = capture() if (args.record or args.format == "html") else None
     if args.format == "json":
         sys.stdout.write(json.dumps(rep.to_dict(), indent=2) + "\n")
@@ -870,7 +875,8 @@ def cmd_fit(args) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(res.to_dict(), indent=2) + "\n")
     else:
-        print(f"{rec.source}: {len(rec.a)} samples of {rec.K} products, {rec.in_format} -> "
+        ins = rec.in_format if rec.b_format is None else f"{rec.in_format} x {rec.b_format}"
+        print(f"{rec.source}: {len(rec.a)} samples of {rec.K} products, {ins} -> "
               f"{rec.out_format}")
         print(res.to_text())
     if out is not None:
@@ -888,6 +894,7 @@ def cmd_fit(args) -> int:
         write_record(new_record("fit", target={"name": "recording", "source": rec.source,
                                                "samples": len(rec.a), "K": rec.K,
                                                "in_format": rec.in_format,
+                                               "b_format": rec.b_format,
                                                "out_format": rec.out_format},
                                 profile=d.pop("profile"), fit=d, environment=capture()),
                      args.record, overwrite=args.force)

@@ -353,10 +353,6 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
             or resolve_format(a.out_format).name != resolve_format(b.out_format).name):
         res.notes.append("different input or output formats: no common input to compare")
         return res
-    if a.b_format is not None:
-        res.notes.append("mixed a/b input formats: the random witness search draws a and b in "
-                         "one format, none was run")
-        return res
     res.witness = _profile_witness(a, b, cases, seed)
     if res.witness is None:
         res.notes.append(f"no input among {cases} random cases gives different bits")
@@ -383,19 +379,21 @@ def _profile_witness(a: Profile, b: Profile, cases: int, seed: int) -> dict | No
                 "input": {"products": m["products"], "c": m["c"]},
                 "a": m.get("got", m["got_full"]), "b": m.get("expected", m["expected_full"])}
     fin, fout = resolve_format(a.in_format), resolve_format(a.out_format)
+    fb = resolve_format(a.operand_formats[1])
     # whole instructions in every split-K slice and promotion interval (P is a multiple of k)
     K = math.lcm(*((p.promotion_interval or p.k) * p.split_k for p in (a, b)))
     rng = np.random.default_rng(seed)
     for t in range(max(1, cases // 256)):
         kind = GENERATORS[t % len(GENERATORS)]
-        A, B, C = generate(kind, rng, fin, fout, 16, K, 16, min(a.block_size, b.block_size))
+        A, B, C = generate(kind, rng, fin, fout, 16, K, 16, min(a.block_size, b.block_size),
+                           fb)
         da, db = matmul(A, B, C, profile=a), matmul(A, B, C, profile=b)
         bad = (da.view(np.int64) != db.view(np.int64)) & ~(np.isnan(da) & np.isnan(db))
         if bad.any():
             m, n = (int(x) for x in np.argwhere(bad)[0])
             return {"how": f"random GEMM row x column ({kind} generator, K = {K}); checked by "
                            f"the emulator",
-                    "input": {"a": _hex(A[m], fin), "b": _hex(B[:, n], fin),
+                    "input": {"a": _hex(A[m], fin), "b": _hex(B[:, n], fb),
                               "c": _hex([C[m, n]], fout)[0]},
                     "a": _hex([da[m, n]], fout)[0], "b": _hex([db[m, n]], fout)[0]}
     return None

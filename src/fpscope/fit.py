@@ -8,7 +8,8 @@ Input: one recorded set, each sample one instruction ``d = fdpa(a, b, c)`` over 
 * an ``.npz`` file with arrays ``a`` (n, K) and ``b`` (n, K) (float values of the input format;
   tf32: fp32 values), ``c`` (n,) (values of the output format), ``d`` (n,) (output bit
   patterns, unsigned integers), and 0-d string arrays ``in_format`` and ``out_format``
-  (fp16, bf16, tf32, fp8_e4m3fn, fp8_e5m2 / fp32, fp16).
+  (fp16, bf16, tf32, fp8_e4m3fn, fp8_e5m2 / fp32, fp16), plus an optional ``b_format`` where b's
+  format differs from a's (a mixed-input instruction such as e4m3 x e5m2).
 
 Search (every candidate is run by the vectorised engine on the samples, outputs compared bit for
 bit, NaNs equal): the presets with the same formats; a grid over block size L (divisors of K),
@@ -56,6 +57,7 @@ class Recording:
     in_format: str
     out_format: str
     source: str
+    b_format: str | None = None  # b's format where it differs from a's
 
     @property
     def K(self) -> int:
@@ -96,13 +98,19 @@ def load_recording(path, out: str | None = None) -> Recording:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in ("a", "b", "c", "d", "in_format", "out_format")}
+            if "b_format" in z.files:
+                arrays["b_format"] = z["b_format"]
     except KeyError as exc:
         raise FitError(f"{path}: missing array {exc}") from None
     except (OSError, ValueError) as exc:
         raise FitError(f"cannot read {path}: {exc}") from None
     fin, fout = str(arrays["in_format"]), str(arrays["out_format"])
-    if fin not in _IN_FORMATS or fout not in ("fp32", "fp16"):
-        raise FitError(f"{path}: formats {fin} -> {fout} not supported")
+    fb = str(arrays["b_format"]) if "b_format" in arrays else None
+    if fin not in _IN_FORMATS or fout not in ("fp32", "fp16") or (
+            fb is not None and fb not in _IN_FORMATS):
+        raise FitError(f"{path}: formats {fin}{'' if fb is None else ' x ' + fb} -> {fout} "
+                       f"not supported")
+    fb = None if fb == fin else fb
     a, b = (np.asarray(arrays[k], dtype=np.float64) for k in ("a", "b"))
     c = np.asarray(arrays["c"], dtype=np.float64)
     d = np.asarray(arrays["d"])
@@ -111,7 +119,7 @@ def load_recording(path, out: str | None = None) -> Recording:
     if a.ndim != 2 or a.shape != b.shape or c.shape != (len(a),) or d.shape != (len(a),):
         raise FitError(f"{path}: shapes a {a.shape}, b {b.shape}, c {c.shape}, d {d.shape} do "
                        f"not fit (n, K), (n, K), (n,), (n,)")
-    return Recording(a, b, c, d.astype(np.uint64), fin, fout, str(path))
+    return Recording(a, b, c, d.astype(np.uint64), fin, fout, str(path), fb)
 
 
 @dataclass
@@ -209,7 +217,7 @@ def _divisors(K: int) -> list[int]:
 def _start(rec: Recording) -> Profile:
     kw = {"operand_conversion": "truncate"} if rec.in_format == "tf32" else {}
     L = max(_divisors(rec.K))
-    return Profile(name="fit", arch="unknown", in_format=rec.in_format,
+    return Profile(name="fit", arch="unknown", in_format=rec.in_format, b_format=rec.b_format,
                    out_format=rec.out_format, block_size=L, k=rec.K, frac_bits=24,
                    e_zero=_E_ZERO[rec.out_format],
                    nan_bits=0x7FFF if rec.out_format == "fp16" else 0x7FFFFFFF, **kw)
@@ -269,7 +277,7 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
     seeds = []
     for q in PRESETS.values() if use_presets else ():
         if (q.in_format == rec.in_format and q.out_format == rec.out_format
-                and q.b_format is None):  # a recording has one input format
+                and q.b_format == rec.b_format):
             L = min(q.block_size, rec.K)
             k_order = q.k_order if q.k == rec.K else None
             try:

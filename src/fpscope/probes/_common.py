@@ -2,9 +2,10 @@
 
 A probe row is one dot product ``d = op(a, b, c)`` of K products, built from a few chosen
 products (position, exact value) with every other product +0 (a = +0, b = 1). A product value is
-split into in-format operands by :func:`split_product` (``a = v / 2^eb``, ``b = 2^eb``), so its
-leading exponent is ``e_a + e_b = floor(log2 |v|)`` and its significand lies in [1, 2); the
-probes never rely on product significands in [2, 4) (the random validation covers them).
+split into operands by :func:`split_product` (``a = v / 2^eb`` in a's format, ``b = 2^eb`` in
+b's, which differ in a mixed-input instruction such as e4m3 x e5m2), so its leading exponent is
+``e_a + e_b = floor(log2 |v|)`` and its significand lies in [1, 2); the probes never rely on
+product significands in [2, 4) (the random validation covers them).
 
 Evidence: every probe family records rows of its inputs and outputs as hex bit patterns (inputs
 in the input format, tf32 in its fp32 container; c and d in the output format).
@@ -66,9 +67,11 @@ def exponent(v: float) -> int:
     return math.frexp(abs(v))[1] - 1
 
 
-def split_product(v: float, fin: Format, allow_subnormal: bool = False) -> tuple[float, float]:
-    """(a, b) in ``fin`` with ``a * b == v`` exactly, b a power of two, both normal (a may be
-    subnormal with ``allow_subnormal``); b = 1 where possible. Zeros and non-finite v: (v, 1).
+def split_product(v: float, fin: Format, allow_subnormal: bool = False,
+                  fb: Format | None = None) -> tuple[float, float]:
+    """(a, b) with ``a * b == v`` exactly, a in ``fin``, b a power of two in ``fb`` (default
+    ``fin``), both normal (a may be subnormal with ``allow_subnormal``); b = 1 where possible.
+    Zeros and non-finite v: (v, 1).
 
     Raises:
         NotRepresentable: no such pair.
@@ -76,12 +79,12 @@ def split_product(v: float, fin: Format, allow_subnormal: bool = False) -> tuple
     v = float(v)
     if v == 0 or not math.isfinite(v):
         return (v, 1.0)
-    return _split(v, fin, bool(allow_subnormal))
+    return _split(v, fin, fin if fb is None else fb, bool(allow_subnormal))
 
 
 @functools.lru_cache(maxsize=65536)
-def _split(v: float, fin: Format, allow_subnormal: bool) -> tuple[float, float]:
-    cands = sorted(range(fin.emin, fin.emax + 1), key=lambda e: (abs(e), e))
+def _split(v: float, fin: Format, fb: Format, allow_subnormal: bool) -> tuple[float, float]:
+    cands = sorted(range(fb.emin, fb.emax + 1), key=lambda e: (abs(e), e))
     for eb in cands:  # both normal, b closest to 1
         a = math.ldexp(v, -eb)
         if fin.min_normal <= abs(a) <= fin.max_finite and bool(
@@ -89,37 +92,34 @@ def _split(v: float, fin: Format, allow_subnormal: bool) -> tuple[float, float]:
             return (a, math.ldexp(1.0, eb))
     if allow_subnormal:  # a and/or b subnormal: the smallest leading exponent e_a + e_b
         best = None
-        for eb in range(fin.emin - fin.p + 1, fin.emax + 1):
+        for eb in range(fb.emin - fb.p + 1, fb.emax + 1):
             a = math.ldexp(v, -eb)
             if a == 0 or abs(a) > fin.max_finite:
                 continue
             if bool(is_representable(np.array([a]), fin)[0]):
-                lead = lead_exponent(a, math.ldexp(1.0, eb), fin)
+                lead = lead_exponent(a, math.ldexp(1.0, eb), fin, fb)
                 if best is None or lead < best[0]:
                     best = (lead, a, math.ldexp(1.0, eb))
         if best is not None:
             return best[1], best[2]
-    raise NotRepresentable(f"{v!r} is not a product of two {fin.name} values")
+    what = (f"two {fin.name} values" if fb.name == fin.name
+            else f"a {fin.name} and a {fb.name} value")
+    raise NotRepresentable(f"{v!r} is not a product of {what}")
 
 
-def lead_exponent(a: float, b: float, fin: Format) -> int:
-    """The leading exponent e_a + e_b of the product a * b (subnormals count as e_min)."""
-    return max(exponent(a), fin.emin) + max(exponent(b), fin.emin)
-
-
-def can_split(v: float, fin: Format, allow_subnormal: bool = False) -> bool:
-    try:
-        split_product(v, fin, allow_subnormal)
-        return True
-    except NotRepresentable:
-        return False
+def lead_exponent(a: float, b: float, fin: Format, fb: Format | None = None) -> int:
+    """The leading exponent e_a + e_b of the product a * b (subnormals count as e_min of their
+    own format; b's format ``fb`` defaults to a's)."""
+    fb = fin if fb is None else fb
+    return max(exponent(a), fin.emin) + max(exponent(b), fb.emin)
 
 
 class Ctx:
     """The probing session: target, formats, K, what is known so far.
 
     Attributes:
-        target: the op; fin, fout: its formats; K: products per probe row.
+        target: the op; fin, fout: its formats (fin: a's); fb: b's format (fin unless the
+            instruction takes mixed inputs); K: products per probe row.
         blocks: block membership (list of lists of positions, in evaluation order) once the
             structure family has run; before that, one block of all positions.
         known: parameter name -> value found so far.
@@ -128,6 +128,7 @@ class Ctx:
     def __init__(self, target: MatrixTarget, K: int, seed: int = 0):
         self.target = target
         self.fin = target.fin
+        self.fb = target.fb
         self.fout = target.fout
         self.K = int(K)
         self.rng = np.random.default_rng(seed)
@@ -145,7 +146,7 @@ class Ctx:
         a = np.zeros(self.K)
         b = np.ones(self.K)
         for pos, v in products:
-            a[pos], b[pos] = split_product(v, self.fin, allow_subnormal)
+            a[pos], b[pos] = split_product(v, self.fin, allow_subnormal, self.fb)
         for pos, x, y in raw or ():
             a[pos], b[pos] = x, y
         if not bool(is_representable(np.array([c]), self.fout)[0]):
@@ -165,7 +166,8 @@ class Ctx:
     def evidence(self, row, d: float, meaning: str = "") -> dict:
         a, b, c = row
         nz = [int(i) for i in np.flatnonzero((a != 0) | np.signbit(a) | ~np.isfinite(a))]
-        ha, hb = hex_in(a[nz], self.target) if nz else [], hex_in(b[nz], self.target) if nz else []
+        ha = hex_in(a[nz], self.target) if nz else []
+        hb = hex_in(b[nz], self.target, "b") if nz else []
         item = {"products": [{"k": k, "a": x, "b": y} for k, x, y in zip(nz, ha, hb)],
                 "c": hex_out([c], self.target)[0], "d": hex_out([d], self.target)[0]}
         if meaning:
@@ -179,11 +181,26 @@ class Ctx:
 
     def big_exponent(self) -> int:
         """The largest exponent E with 2^E a product of two normal inputs and an output value."""
-        return min(self.fout.emax, 2 * self.fin.emax)
+        return min(self.fout.emax, self.fin.emax + self.fb.emax)
 
     def small_exponent(self) -> int:
         """The smallest exponent with 2^e a product of two normal inputs and a normal output."""
-        return max(self.fout.emin, 2 * self.fin.emin)
+        return max(self.fout.emin, self.fin.emin + self.fb.emin)
+
+    @property
+    def operands(self) -> str:
+        """"two fp16" or "fp8_e4m3fn and fp8_e5m2": a's and b's formats, for notes."""
+        if self.fb.name == self.fin.name:
+            return f"two {self.fin.name}"
+        return f"{self.fin.name} and {self.fb.name}"
+
+    def split(self, v: float, allow_subnormal: bool = False) -> tuple[float, float]:
+        """:func:`split_product` of v into this op's a and b formats."""
+        return split_product(v, self.fin, allow_subnormal, self.fb)
+
+    def lead(self, a: float, b: float) -> int:
+        """:func:`lead_exponent` of a * b in this op's a and b formats."""
+        return lead_exponent(a, b, self.fin, self.fb)
 
     def same(self, x: float, y: float) -> bool:
         """Bitwise equality of two outputs (NaN equals NaN)."""
@@ -213,6 +230,7 @@ def candidate_profile(ctx: Ctx, **changes):
     L = kn.get("block_size", ctx.K)
     fields = dict(  # noqa: C408 - the Profile's keyword names
         name=f"probed:{ctx.target.name}", arch="unknown", in_format=ctx.fin.name,
+        b_format=ctx.fb.name if ctx.fb.name != ctx.fin.name else None,
         out_format=ctx.fout.name, block_size=L, k=ctx.K, frac_bits=kn.get("frac_bits", 24),
         alignment=kn.get("alignment", "truncate"), e_zero=kn.get("e_zero"),
         step_rounding=tuple(kn.get("step_rounding", (ctx.fout.name, "RZ"))),

@@ -70,7 +70,10 @@ class MatrixTarget:
 
     Attributes:
         name: a name for reports ("sim:hopper-fp16", "torch.matmul", "pkg.mod:func").
-        in_format, out_format: format names of A/B and of C/D (:func:`fpscope.profile.resolve_format`).
+        in_format, out_format: format names of A (and B) and of C/D
+            (:func:`fpscope.profile.resolve_format`); ``fin``, ``fout`` the formats.
+        b_format: the format name of B where it differs from A's (mixed-input instructions such
+            as e4m3 x e5m2), else None; ``fb`` is B's format either way.
         k: the K every call must have, or None (any K).
         max_rows: the largest M per call, or None.
         calls: calls of the op so far.
@@ -79,15 +82,17 @@ class MatrixTarget:
     name = "matrix"
 
     def __init__(self, name: str, in_format: str, out_format: str, k: int | None = None,
-                 max_rows: int | None = None):
+                 max_rows: int | None = None, b_format: str | None = None):
         self.name = name
         try:
             self.fin = resolve_format(in_format)
             self.fout = resolve_format(out_format)
+            self.fb = resolve_format(b_format) if b_format is not None else self.fin
         except ValueError as exc:
             raise ProbeError(str(exc)) from None
         self.in_format = self.fin.name
         self.out_format = self.fout.name
+        self.b_format = self.fb.name if self.fb.name != self.fin.name else None
         self.k = k
         self.max_rows = max_rows
         self.calls = 0
@@ -131,8 +136,11 @@ class MatrixTarget:
         return D
 
     def describe(self) -> dict:
-        return {"name": self.name, "in_format": self.in_format, "out_format": self.out_format,
-                "k": self.k}
+        d = {"name": self.name, "in_format": self.in_format, "out_format": self.out_format,
+             "k": self.k}
+        if self.b_format is not None:
+            d["b_format"] = self.b_format
+        return d
 
 
 class SimulatedTarget(MatrixTarget):
@@ -145,7 +153,7 @@ class SimulatedTarget(MatrixTarget):
 
     def __init__(self, profile: Profile, name: str | None = None):
         super().__init__(name or f"sim:{profile.name}", profile.in_format, profile.out_format,
-                         k=profile.k)
+                         k=profile.k, b_format=profile.b_format)
         self.profile = profile
         m = self.fout.p - 1
         payload = profile.nan_bits & ((1 << m) - 1)
@@ -239,7 +247,8 @@ class SimGemmTarget(MatrixTarget):
             opts = [f"{f}={getattr(profile, f)}" for f in GEMM_OPTIONS
                     if getattr(profile, f) != _PLAIN[f]]
             name = ",".join([f"simgemm:{profile.name}", *opts])
-        super().__init__(name, profile.in_format, profile.out_format, k=None)
+        super().__init__(name, profile.in_format, profile.out_format, k=None,
+                         b_format=profile.b_format)
         self.profile = profile
         self._sim = SimulatedTarget(profile, name=name)
 
@@ -266,16 +275,18 @@ class CallableTarget(MatrixTarget):
 
     Args:
         fn: the callable; it must return an (M, N) array-like of values of ``out_format``.
-        in_format, out_format: format names.
+        in_format, out_format: format names (in_format: A's, and B's unless ``b_format``).
         name: a name for reports.
         k: the K it requires, or None (any).
+        b_format: B's format where it differs from A's (e.g. an e4m3 x e5m2 scaled matmul).
     """
 
     def __init__(self, fn, in_format: str, out_format: str = "fp32", name: str | None = None,
-                 k: int | None = None):
+                 k: int | None = None, b_format: str | None = None):
         if not callable(fn):
             raise ProbeError(f"{name or fn!r} is not callable")
-        super().__init__(name or getattr(fn, "__name__", "callable"), in_format, out_format, k=k)
+        super().__init__(name or getattr(fn, "__name__", "callable"), in_format, out_format, k=k,
+                         b_format=b_format)
         self.fn = fn
 
     def _call(self, A, B, C):
@@ -359,25 +370,30 @@ class TorchMatmulTarget(MatrixTarget):
         return D.to(device="cpu", dtype=torch.float64).numpy()
 
 
-def _refuse_mixed(spec: str, prof) -> None:
-    """The probe families draw a and b in one format; a mixed a/b preset is refused."""
-    if prof.b_format is not None:
-        raise ProbeError(f"{spec} takes a in {prof.in_format} and b in {prof.b_format}; the probe "
-                         f"suite draws a and b in one format, so mixed a/b instructions cannot "
-                         f"be probed yet (fpscope emulate runs them)")
-
-
 def make_matrix_target(spec: str, in_format: str | None = None, out_format: str | None = None,
-                       k: int | None = None) -> MatrixTarget:
+                       k: int | None = None, b_format: str | None = None) -> MatrixTarget:
     """A target from a name: ``sim:PRESET``, ``simgemm:PRESET[,field=value...]`` (a GEMM of
     any K with library-level fields, :class:`SimGemmTarget`), ``mmasim:PRESET`` (mmasim's model of the preset's
     instruction), ``numpy.matmul`` (the CPU BLAS, fp32 or fp64), ``torch.matmul``
     (``torch.matmul:cuda`` for the GPU; plain ``torch.matmul`` uses CUDA when available), or
-    ``package.module:function``.
+    ``package.module:function``. ``b_format``: B's format where it differs from A's (a
+    callable's; for the others it must be what the target takes).
 
     Raises:
         ProbeError: unknown preset, bad format, import failure, a format that does not match.
     """
+    t = _make_target(spec, in_format, out_format, k, b_format)
+    if b_format is not None:
+        try:
+            name = resolve_format(b_format).name
+        except ValueError as exc:
+            raise ProbeError(str(exc)) from None
+        if name != t.fb.name:
+            raise ProbeError(f"{spec} takes B in {t.fb.name}, not {b_format}")
+    return t
+
+
+def _make_target(spec: str, in_format, out_format, k, b_format) -> MatrixTarget:
     if spec.startswith(("sim:", "simgemm:")):
         from ..profile import PRESETS
 
@@ -393,7 +409,6 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ProbeError(f"unknown preset {name!r}; {hint}'fpscope profiles' lists them")
         prof = PRESETS[name]
-        _refuse_mixed(spec, prof)
         for what, given, have in (("--in-format", in_format, prof.in_format),
                                   ("--out-format", out_format, prof.out_format)):
             if given is not None and resolve_format(given).name != resolve_format(have).name:
@@ -407,11 +422,8 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
             raise ProbeError(f"{spec}: {exc}") from None
         return SimGemmTarget(prof, name=spec)
     if spec.startswith("mmasim:"):
-        from ..profile import PRESETS
         from .mmasim_target import MmasimTarget
 
-        if spec[7:] in PRESETS:
-            _refuse_mixed(spec, PRESETS[spec[7:]])
         t = MmasimTarget(spec[7:])
         for what, given, have in (("--in-format", in_format, t.in_format),
                                   ("--out-format", out_format, t.out_format)):
@@ -443,7 +455,8 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
             raise ProbeError(str(exc)) from None
         if in_format is None:
             raise ProbeError(f"{spec}: give --in-format")
-        return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k)
+        return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k,
+                              b_format=b_format)
     raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, simgemm:PRESET, mmasim:PRESET, numpy.matmul, "
                      f"torch.matmul or package.module:function")
 
@@ -518,8 +531,9 @@ def hex_of(x, fmt: Format) -> list[str]:
     return out
 
 
-def hex_in(x, target: MatrixTarget) -> list[str]:
-    return hex_of(x, target.fin)
+def hex_in(x, target: MatrixTarget, operand: str = "a") -> list[str]:
+    """Input bit patterns of operand "a" (A's format) or "b" (B's format)."""
+    return hex_of(x, target.fb if operand == "b" else target.fin)
 
 
 def hex_out(x, target: MatrixTarget) -> list[str]:

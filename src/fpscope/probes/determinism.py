@@ -34,9 +34,8 @@ def random_normals(rng, fmt, shape, elo: int = -4, ehi: int = 4) -> np.ndarray:
 def run(ctx: Ctx) -> list[Finding]:
     rng = ctx.rng
     R, K = 64, ctx.K
-    fin = ctx.fin
-    a = random_normals(rng, fin, (R, K))
-    b = random_normals(rng, fin, (R, K))
+    a = random_normals(rng, ctx.fin, (R, K))
+    b = random_normals(rng, ctx.fb, (R, K))
     c = random_normals(rng, ctx.fout, (R,))
     rows = [(a[i], b[i], float(c[i])) for i in range(R)]
     d1, d2, d3 = ctx.run(rows), ctx.run(rows), ctx.run(rows)

@@ -118,7 +118,8 @@ class ProbeReport:
 
     def to_text(self) -> str:
         t = self.target
-        lines = [f"{t['name']}: {t['in_format']} inputs, {t['out_format']} output, K = {self.k}"]
+        ins = (f"{t['in_format']} x {t['b_format']}" if t.get("b_format") else t["in_format"])
+        lines = [f"{t['name']}: {ins} inputs, {t['out_format']} output, K = {self.k}"]
         for f in self.findings:
             val = f.value if f.value is not None else "-"
             if isinstance(val, list) and f.feature == "step_rounding":
@@ -178,14 +179,15 @@ def _families(ctx: Ctx):
 
 def probe(target, in_format: str | None = None, out_format: str | None = None, *,
           k: int | None = None, cases: int = 2000, seed: int = 0,
-          library_k: int | None = None, chain=None) -> ProbeReport:
+          library_k: int | None = None, chain=None, b_format: str | None = None) -> ProbeReport:
     """Infer the node arithmetic of ``target`` and validate it.
 
     Args:
         target: a :class:`MatrixTarget`, a target name (``sim:PRESET``, ``torch.matmul``,
             ``package.module:function``; :func:`make_matrix_target`) or a Python callable
             ``(A, B, C) -> D``.
-        in_format: A/B format name (must match a MatrixTarget's own).
+        in_format: A's format name, and B's unless ``b_format`` (must match a
+            MatrixTarget's own).
         out_format: C/D format name (default: the target's; callables: fp32).
         k: K of the probe calls for targets that take any K (default :data:`DEFAULT_K`).
         cases: random outputs for the closed-loop validation (0: skip it).
@@ -198,6 +200,9 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
             or preset name, instead of probing the instruction level (needed when the split-K
             partials are rounded to a narrow format: then no call shows a chain unrounded). Its
             formats must be the target's; ``library_k`` a multiple of its k.
+        b_format: B's format name where it differs from A's (a mixed-input instruction such
+            as e4m3 x e5m2; every probe family forms its products from an A value of
+            ``in_format`` and a power of two of ``b_format``).
 
     Returns:
         :class:`ProbeReport`.
@@ -208,14 +213,15 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
     """
     t0 = time.perf_counter()
     if isinstance(target, str):
-        target = make_matrix_target(target, in_format, out_format, k=k)
+        target = make_matrix_target(target, in_format, out_format, k=k, b_format=b_format)
     elif not isinstance(target, MatrixTarget):
         from .blackbox import CallableTarget
 
         if in_format is None:
             raise ProbeError("a callable target needs in_format")
-        target = CallableTarget(target, in_format, out_format or "fp32", k=k)
+        target = CallableTarget(target, in_format, out_format or "fp32", k=k, b_format=b_format)
     for what, given, have in (("in_format", in_format, target.in_format),
+                              ("b_format", b_format, target.fb.name),
                               ("out_format", out_format, target.out_format)):
         if given is not None:
             from ..profile import resolve_format
@@ -243,11 +249,12 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
         from ..emulate.library import has_library_level, instruction_level
         from ..profile import resolve_format
 
-        if (resolve_format(chain.in_format).name, resolve_format(chain.out_format).name) != \
-                (target.in_format, target.out_format):
-            raise ProbeError(f"chain profile {chain.name} is {chain.in_format} -> "
-                             f"{chain.out_format}, {target.name} {target.in_format} -> "
-                             f"{target.out_format}")
+        if (*(resolve_format(f).name for f in chain.operand_formats),
+                resolve_format(chain.out_format).name) != \
+                (target.fin.name, target.fb.name, target.out_format):
+            raise ProbeError(f"chain profile {chain.name} is {'/'.join(chain.operand_formats)} -> "
+                             f"{chain.out_format}, {target.name} {target.fin.name}/"
+                             f"{target.fb.name} -> {target.out_format}")
         if has_library_level(chain):
             chain = instruction_level(chain)
         K = chain.k

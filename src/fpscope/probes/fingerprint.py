@@ -29,8 +29,9 @@ def run(ctx: Ctx) -> tuple[str, dict]:
 
         from ..formats import is_representable
 
-        if not is_representable(np.array(A + B), ctx.fin).all():
-            raise NotRepresentable(f"the operands are not {ctx.fin.name} values")
+        if not (is_representable(np.array(A), ctx.fin).all()
+                and is_representable(np.array(B), ctx.fb).all()):
+            raise NotRepresentable(f"the operands are not {ctx.fin.name} / {ctx.fb.name} values")
     except NotRepresentable as exc:
         return f"fingerprint: not applicable ({exc})", {}
     d = float(ctx.run([row])[0])

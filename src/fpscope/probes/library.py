@@ -71,7 +71,7 @@ import numpy as np
 
 from ..formats import round_to_format
 from ..profile import resolve_format
-from ._common import Ctx, Finding, NotRepresentable, sample_evidence, split_product
+from ._common import Ctx, Finding, NotRepresentable, sample_evidence
 from .blackbox import MatrixTarget, evaluate_rows
 
 __all__ = ["DEFAULT_LIBRARY_K", "LibraryResult", "chain_c_entry", "chain_rounding", "model_tree",
@@ -198,17 +198,17 @@ class _Prober:
         self.K = K
         fin, fout = target.fin, target.fout
         gap = fout.p + 3
-        hi = min(2 * fin.emax, fout.emax - 2)
-        lo = max(2 * fin.emin, fout.emin)
+        hi = min(fin.emax + target.fb.emax, fout.emax - 2)
+        lo = max(fin.emin + target.fb.emin, fout.emin)
         if hi - lo < gap:
-            raise _Misfit(f"not observable: products of two {fin.name} values span "
+            raise _Misfit(f"not observable: products of {self.ctx.operands} values span "
                           f"{hi - lo} binades; absorbing a unit in {fout.name} needs {gap}")
         self.E = min(hi, max(lo + gap, 15))  # M <= 2^15: also a value of fp16 partial sums
         self.e = self.E - gap
         self.M, self.u = math.ldexp(1.0, self.E), math.ldexp(1.0, self.e)
         try:
-            self.aM, self.bM = split_product(self.M, fin)
-            self.au, self.bu = split_product(self.u, fin)
+            self.aM, self.bM = self.ctx.split(self.M)
+            self.au, self.bu = self.ctx.split(self.u)
         except NotRepresentable as exc:
             raise _Misfit(f"not observable: {exc}") from None
         # leaves: units of ``unit`` products; two positions of each (big, small)
@@ -486,7 +486,7 @@ def partial_format(target: MatrixTarget, K: int, S: int, unit: int, chain_bits: 
     tmax = min(chain_bits - 1, fout.p - 1)
     vals = [(1.0 + math.ldexp(1.0, -t), [(pos0, 1.0), (pos1, math.ldexp(1.0, -t))])
             for t in range(1, tmax + 1)]
-    top = min(2 * fin.emax, fout.emax - 1)
+    top = min(fin.emax + target.fb.emax, fout.emax - 1)
     vals += [(math.ldexp(1.0, e), [(pos0, math.ldexp(1.0, e))])
              for e in range(max(10, top - 6), top + 1)]
     rows, xs = [], []
@@ -628,7 +628,7 @@ def chain_c_entry(target: MatrixTarget, profile, K: int, seed: int = 0, rows: in
                         note=f"not observable: a chain holds one instruction of {k} products at "
                              f"K = {K}"), profile.c_entry)
     b = np.ones(K)
-    b[:span] = random_normals(rng, fin, span, -2, 2)
+    b[:span] = random_normals(rng, target.fb, span, -2, 2)
     A = np.zeros((rows, K))
     for r in range(rows):  # the second instruction larger: the first one's result is cut there
         A[r, :k] = random_normals(rng, fin, k, -4, 3)

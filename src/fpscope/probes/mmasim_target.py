@@ -152,7 +152,7 @@ class MmasimTarget(MatrixTarget):
             raise ProbeError("mmasim is not installed; pip install mmasim") from None
         prof = PRESETS[preset]
         super().__init__(f"mmasim:{model_name(preset)}", prof.in_format, prof.out_format,
-                         k=self.op.k)
+                         k=self.op.k, b_format=prof.b_format)
         self.in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
         fb = prof.operand_formats[1]
         self.b_name = "fp32" if fb == "tf32" else fb  # B's encoding (A's unless mixed)

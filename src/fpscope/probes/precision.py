@@ -164,7 +164,7 @@ def _c_path(ctx: Ctx, rows0, ev0, why: str) -> list[Finding]:
     skip = (f"; t = {skipped[0]}..{skipped[-1]} left out (c alone does not come back)"
             if skipped else "")
     if n_kept == len(ts):
-        F = lossless_frac_bits(ctx.fin.name, fout.name)
+        F = lossless_frac_bits(ctx.fin.name, fout.name, ctx.fb.name)
         ctx.known.update(frac_bits=F, frac_bits_at_least=True, lossless=True)
         return [Finding(FAMILY, "frac_bits", F, rows=n_run, evidence=ev,
                         note=f"{why}; c = 2^(E-t) beside a cancelling pair at 2^E is kept for "

@@ -73,7 +73,7 @@ def probe_rows(ctx: Ctx) -> list:
     L = len(blk)
     F = ctx.known.get("frac_bits", 24)
     fin, fout = ctx.fin, ctx.fout
-    Eh = min(fout.emax - 2 - math.ceil(math.log2(L + 2)), 2 * fin.emax - 1)
+    Eh = min(fout.emax - 2 - math.ceil(math.log2(L + 2)), fin.emax + ctx.fb.emax - 1)
     rows = []
     ns = sorted({n for n in (1, 2, 3, 4, L - 1) if 1 <= n <= L - 1})
     ms = [1.0, 1.5] + ([1.25, 1.0 + math.ldexp(1.0, 1 - fin.p)] if fin.p >= 3 else [])
@@ -105,14 +105,15 @@ def probe_rows(ctx: Ctx) -> list:
                     pass
     ctx.known["_tiny_to"] = len(rows)
     rng = ctx.rng
-    lo = max(Eh - F - 2, fin.emin + 1, (fout.emin + 2) // 2 + 1)
+    fb = ctx.fb
+    lo = max(Eh - F - 2, max(fin.emin, fb.emin) + 1, (fout.emin + 2) // 2 + 1)
     for scope in ("block", "all"):
         pos = blk if scope == "block" else list(range(ctx.K))
         for _ in range(200):
             a = np.zeros(ctx.K)
             b = np.ones(ctx.K)
             a[pos] = random_normals(rng, fin, len(pos), lo // 2, min(Eh // 2, fin.emax - 1))
-            b[pos] = random_normals(rng, fin, len(pos), lo // 2, min(Eh // 2, fin.emax - 1))
+            b[pos] = random_normals(rng, fb, len(pos), lo // 2, min(Eh // 2, fb.emax - 1))
             c = float(random_normals(rng, fout, 1, lo, Eh)[0]) if (c_first or scope == "all") else 0.0
             rows.append((a, b, c))
     return rows

@@ -104,7 +104,7 @@ def run(ctx: Ctx) -> list[Finding]:
         row = ctx.row([(p0, big)], c=big)
     except NotRepresentable:
         out.append(Finding(FAMILY, "overflow_to_inf", True, observable=False,
-                           note=f"no product of two {ctx.fin.name} values reaches 2^{ctx.fout.emax}: "
+                           note=f"no product of {ctx.operands} values reaches 2^{ctx.fout.emax}: "
                                 f"overflow cannot be forced; default +-Inf in every mode"))
         return out
     d = float(ctx.run([row])[0])
@@ -129,7 +129,7 @@ def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
         row = ctx.row([(ctx.blocks[-1][0], v)])
     except NotRepresentable:
         return [Finding(FAMILY, "neg_underflow_sign", None, observable=False,
-                        note=f"no {ctx.fin.name} product is as small as {v!r}: a negative sum that "
+                        note=f"no product of {ctx.operands} values is as small as {v!r}: a negative sum that "
                              f"rounds to zero cannot be formed; its sign is assumed to follow "
                              f"the -0 rule")]
     d = float(ctx.run([row])[0])

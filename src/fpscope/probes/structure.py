@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from ._common import Ctx, Finding, NotRepresentable, sample_evidence, split_product
+from ._common import Ctx, Finding, NotRepresentable, sample_evidence
 
 FAMILY = "structure"
 
@@ -60,8 +60,8 @@ def run(ctx: Ctx) -> list[Finding]:
     M, u = math.ldexp(1.0, E), math.ldexp(1.0, e)
     rows, trip = [], []
     try:
-        aM, bM = split_product(M, ctx.fin)
-        au, bu = split_product(u, ctx.fin)
+        aM, bM = ctx.split(M)
+        au, bu = ctx.split(u)
         for m in range(K):  # b = bM everywhere but at m: K distinct columns, K calls
             b = np.full(K, bM)
             b[m] = bu

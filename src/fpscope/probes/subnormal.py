@@ -34,7 +34,7 @@ def run(ctx: Ctx) -> list[Finding]:
     eb = math.frexp(target_val)[1] - 1 - (fin.emin - 1)
     flush_in = None
     ev = []
-    if fin.emin <= eb <= fin.emax:
+    if ctx.fb.emin <= eb <= ctx.fb.emax:  # b = 2^eb normal in b's format
         b = math.ldexp(1.0, eb)
         row = ctx.row([], raw=[(p0, a_sub, b)])
         d = float(ctx.run([row])[0])
@@ -83,8 +83,8 @@ def run(ctx: Ctx) -> list[Finding]:
             how = ""
     if flush_out is None:
         out.append(Finding(FAMILY, "flush_outputs", False, observable=False, evidence=ev,
-                           note=f"no subnormal {fout.name} result can be formed from {fin.name} "
-                                f"products here: not observable, default False"))
+                           note=f"no subnormal {fout.name} result can be formed from products of "
+                                f"{ctx.operands} values here: not observable, default False"))
     else:
         ctx.known["flush_outputs"] = flush_out
         out.append(Finding(FAMILY, "flush_outputs", flush_out, evidence=ev, rows=len(ev),

@@ -61,17 +61,20 @@ def _subnormals(rng, fmt: Format, shape) -> np.ndarray:
     return round_to_format(s * np.ldexp(m, fmt.emin), fmt, "RZ")
 
 
-def generate(kind: str, rng, fin: Format, fout: Format, M: int, K: int, N: int, L: int):
-    """(A (M, K), B (K, N), C (M, N)) float64 of generator ``kind`` (see the module docstring)."""
+def generate(kind: str, rng, fin: Format, fout: Format, M: int, K: int, N: int, L: int,
+             fb: Format | None = None):
+    """(A (M, K), B (K, N), C (M, N)) float64 of generator ``kind`` (see the module docstring);
+    A's values in ``fin``, B's in ``fb`` (default ``fin``; a mixed-input instruction)."""
     g = _gen_format(fin)
+    h = g if fb is None else _gen_format(fb)
     if kind == "bits":
-        A, B, C = _bits(rng, g, (M, K)), _bits(rng, g, (K, N)), _bits(rng, fout, (M, N))
+        A, B, C = _bits(rng, g, (M, K)), _bits(rng, h, (K, N)), _bits(rng, fout, (M, N))
     elif kind == "normal":
-        A, B = _normals(rng, g, (M, K), -8, 8), _normals(rng, g, (K, N), -8, 8)
+        A, B = _normals(rng, g, (M, K), -8, 8), _normals(rng, h, (K, N), -8, 8)
         C = _normals(rng, fout, (M, N), -8, 8)
     elif kind == "cancel":
         A = _normals(rng, g, (M, K), -6, 6)
-        B = _normals(rng, g, (K, N), -6, 6)
+        B = _normals(rng, h, (K, N), -6, 6)
         B[1::2] = B[0::2][: B[1::2].shape[0]]
         r = rng.integers(1, g.p + 2, size=A[:, 1::2].shape)
         A[:, 1::2] = round_to_format(-A[:, 0::2][:, : A[:, 1::2].shape[1]] * (1 + np.ldexp(1.0, -r)),
@@ -79,18 +82,18 @@ def generate(kind: str, rng, fin: Format, fout: Format, M: int, K: int, N: int, 
         C = np.where(rng.random((M, N)) < 0.5, 0.0, _normals(rng, fout, (M, N), -12, 0))
     elif kind == "wide":
         A = _normals(rng, g, (M, K), g.emin, g.emax)
-        B = _normals(rng, g, (K, N), g.emin, g.emax)
+        B = _normals(rng, h, (K, N), h.emin, h.emax)
         C = _normals(rng, fout, (M, N), fout.emin, fout.emax)
     elif kind == "subnormal":
         A = np.where(rng.random((M, K)) < 0.6, _subnormals(rng, g, (M, K)),
                      _normals(rng, g, (M, K), g.emin, g.emin + 4))
-        B = np.where(rng.random((K, N)) < 0.3, _subnormals(rng, g, (K, N)),
-                     _normals(rng, g, (K, N), g.emin, max(g.emin, -g.emin // 2)))
+        B = np.where(rng.random((K, N)) < 0.3, _subnormals(rng, h, (K, N)),
+                     _normals(rng, h, (K, N), h.emin, max(h.emin, -h.emin // 2)))
         C = np.where(rng.random((M, N)) < 0.5, _subnormals(rng, fout, (M, N)),
                      _normals(rng, fout, (M, N), fout.emin, fout.emin + 3))
     elif kind == "zero_block":
         A = _normals(rng, g, (M, K), -8, 8)
-        B = _normals(rng, g, (K, N), -8, 8)
+        B = _normals(rng, h, (K, N), -8, 8)
         for m in range(M):
             for s in range(0, K, max(L, 1)):
                 if rng.random() < 0.5:
@@ -99,11 +102,16 @@ def generate(kind: str, rng, fin: Format, fout: Format, M: int, K: int, N: int, 
                      np.where(rng.random((M, N)) < 0.5, 0.0, -0.0))
     elif kind == "overflow":
         A = _normals(rng, g, (M, K), g.emax - 3, g.emax)
-        B = _normals(rng, g, (K, N), g.emax // 2 - 2, g.emax // 2 + 1)
+        B = _normals(rng, h, (K, N), h.emax // 2 - 2, h.emax // 2 + 1)
         C = _normals(rng, fout, (M, N), fout.emax - 2, fout.emax)
     else:
         raise ValueError(f"unknown generator {kind!r}; known: {', '.join(GENERATORS)}")
     return A, B, C
+
+
+def _formats(fa: str, fb: str, fout: str) -> str:
+    """"fp16 -> fp32" or "fp8_e4m3fn x fp8_e5m2 -> fp32" for messages."""
+    return f"{fa} -> {fout}" if fa == fb else f"{fa} x {fb} -> {fout}"
 
 
 def _emulate(A, B, C, profile: Profile) -> np.ndarray:
@@ -150,6 +158,7 @@ def shrink(target: MatrixTarget, profile: Profile, a, b, c, max_rounds: int = 6)
     a, b = np.array(a, dtype=np.float64), np.array(b, dtype=np.float64)
     c = float(c)
     fin = _gen_format(resolve_format(profile.in_format))
+    fb = _gen_format(resolve_format(profile.b_format or profile.in_format))
     fout = resolve_format(profile.out_format)
     bad, got, exp = _mismatch(target, profile, a, b, c)
     if not bad:
@@ -179,8 +188,8 @@ def shrink(target: MatrixTarget, profile: Profile, a, b, c, max_rounds: int = 6)
         if (c != 0 or math.copysign(1.0, c) < 0) and _mismatch(target, profile, a, b, 0.0)[0]:
             c, changed = 0.0, True
         for i in range(len(a)):
-            for arr in (a, b):
-                for v in _simpler(float(arr[i]), fin):
+            for arr, fmt in ((a, fin), (b, fb)):
+                for v in _simpler(float(arr[i]), fmt):
                     old = arr[i]
                     arr[i] = v
                     if _mismatch(target, profile, a, b, c)[0]:
@@ -202,7 +211,8 @@ def shrink(target: MatrixTarget, profile: Profile, a, b, c, max_rounds: int = 6)
 
 def _products(target, a, b) -> list:
     nz = [i for i in range(len(a)) if a[i] != 0 or np.signbit(a[i]) or not np.isfinite(a[i])]
-    return [{"k": i, "a": hex_in([a[i]], target)[0], "b": hex_in([b[i]], target)[0]} for i in nz]
+    return [{"k": i, "a": hex_in([a[i]], target)[0], "b": hex_in([b[i]], target, "b")[0]}
+            for i in nz]
 
 
 def validate(target: MatrixTarget, profile: Profile, cases: int = 2000, seed: int = 0,
@@ -227,15 +237,17 @@ def validate(target: MatrixTarget, profile: Profile, cases: int = 2000, seed: in
         ProbeError: the target fails, or its formats / K do not match the profile.
     """
     t0 = time.perf_counter()
-    if resolve_format(profile.in_format).name != target.in_format or \
-            resolve_format(profile.out_format).name != target.out_format:
-        raise ProbeError(f"profile {profile.name} is {profile.in_format} -> {profile.out_format}, "
-                         f"the target {target.in_format} -> {target.out_format}")
+    fa_, fb_ = (resolve_format(f).name for f in profile.operand_formats)
+    if (fa_, fb_, resolve_format(profile.out_format).name) != \
+            (target.fin.name, target.fb.name, target.out_format):
+        raise ProbeError(f"profile {profile.name} is {_formats(fa_, fb_, profile.out_format)}, "
+                         f"the target {_formats(target.fin.name, target.fb.name, target.out_format)}")
     K = profile.k if K is None else int(K)
     if target.k is not None and target.k != K:
         raise ProbeError(f"the target takes K = {target.k}, the profile k = {K}")
     rng = np.random.default_rng(seed)
     fin, fout = resolve_format(profile.in_format), resolve_format(profile.out_format)
+    fb = resolve_format(profile.b_format) if profile.b_format is not None else None
     per_call = M * N
     calls = max(1, math.ceil(cases / per_call))
     by = {g: [0, 0] for g in generators}
@@ -243,7 +255,7 @@ def validate(target: MatrixTarget, profile: Profile, cases: int = 2000, seed: in
     first = None
     for i in range(calls):
         kind = generators[i % len(generators)]
-        A, B, C = generate(kind, rng, fin, fout, M, K, N, profile.block_size)
+        A, B, C = generate(kind, rng, fin, fout, M, K, N, profile.block_size, fb)
         got = target(A, B, C)
         exp = _emulate(A, B, C, profile)
         ok = same_bits(got, exp)

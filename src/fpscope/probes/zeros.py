@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import Ctx, Finding, NotRepresentable, exponent, lead_exponent
+from ._common import Ctx, Finding, NotRepresentable, exponent
 
 FAMILY = "zeros"
 
@@ -89,7 +89,7 @@ def _single_route(ctx: Ctx, F: int, sub_ok: bool):
             row = ctx.row([(p0, math.ldexp(1.0, e))], allow_subnormal=sub_ok)
         except NotRepresentable:
             continue
-        if lead_exponent(row[0][p0], row[1][p0], ctx.fin) == e:
+        if ctx.lead(row[0][p0], row[1][p0]) == e:
             rows.append(row)
             es.append(e)
     if not rows:
@@ -131,14 +131,15 @@ def run(ctx: Ctx) -> list[Finding]:
         try:
             a, b, _ = ctx.row([(blk[0], x)])  # normal operands: the lead is X's exponent
             xs.append(x)
-            leads.append(lead_exponent(a[blk[0]], b[blk[0]], fin))
+            leads.append(ctx.lead(a[blk[0]], b[blk[0]]))
         except NotRepresentable:
             pass
     if not xs:
-        return _not_obs(ctx, f"no product of two {fin.name} values lies on the smallest "
+        return _not_obs(ctx, f"no product of {ctx.operands} values lies on the smallest "
                              f"{fout.name} rounding grid (the smallest product is too large)")
     e_top = max(leads)
-    smallest = (fin.min_subnormal if sub_ok else fin.min_normal) ** 2
+    smallest = (fin.min_subnormal * ctx.fb.min_subnormal if sub_ok
+                else fin.min_normal * ctx.fb.min_normal)
     s_lo = exponent(smallest) if smallest > 0 else -1100
     rows, meta = [], []
     for s in range(e_top - 1, s_lo - 1, -1):
@@ -149,7 +150,7 @@ def run(ctx: Ctx) -> list[Finding]:
                     row = ctx.row([(blk[0], x), (blk[1], sign * delta)], allow_subnormal=sub_ok)
                 except NotRepresentable:
                     continue
-                if lead_exponent(row[0][blk[1]], row[1][blk[1]], fin) <= e_top:
+                if ctx.lead(row[0][blk[1]], row[1][blk[1]]) <= e_top:
                     rows.append(row)
                     meta.append((s, x))
     if not rows:
