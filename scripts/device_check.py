@@ -14,7 +14,11 @@ Steps, each written as a JSON record into DIR and summed up in one table printed
    format with an fp32 output is tried (mma.sync and wgmma readings), with its match count;
 3. ``fpscope probe`` of torch.matmul on CUDA for fp16 and bf16 (the probe suite, report kept);
 4. reveal torch.sum on CUDA for fp32 n = 4096 (case C7) and torch.matmul's K order
-   (1 x 256 x 1 and 64 x 256 x 64).
+   (1 x 256 x 1 and 64 x 256 x 64);
+5. special inputs that only a GPU can settle (:data:`SPECIALS`: a tf32 NaN whose payload lies
+   below tf32's fraction bits, where mmasim's bit truncation gives Inf and fpscope's presets
+   NaN; Inf * 0 and a sum of -0 products in fp16), fed as raw bit patterns, with the live and
+   the preset's output bits side by side.
 Without CUDA every GPU step is reported as skipped and the script exits 0, so it can be tested
 on any machine (tests/test_device_check.py); ``--fake`` runs step 2 against the emulator itself
 (every preset must then match its own outputs), which tests the comparison code.
@@ -98,6 +102,84 @@ def live_gemm(fmt: str):
         return d.float().cpu().numpy().astype(np.float64)
 
     return run
+
+
+#: (name, input format, K, a bit patterns, b bit patterns, preset): one dot product each, the
+#: other products 0. tf32 inputs are fp32 bit patterns (the tensor core reads the top 19 bits).
+SPECIALS = [
+    ("tf32 NaN, payload only below tf32's fraction bits", "tf32", 8,
+     [0x7F801AA7] + [0] * 7, [0x3F800000] * 8, "hopper-tf32"),
+    ("tf32 NaN, quiet bit set", "tf32", 8, [0x7FC00000] + [0] * 7, [0x3F800000] * 8,
+     "hopper-tf32"),
+    ("fp16 Inf * 0", "fp16", 16, [0x7C00] + [0] * 15, [0x0000] * 16, "hopper-fp16"),
+    ("fp16 sum of -0 products", "fp16", 16, [0x8000] * 16, [0x3C00] * 16, "hopper-fp16"),
+]
+
+
+def live_bits(fmt: str):
+    """(a bits (K,), b bits (K,)) -> output bit pattern of torch's op on the GPU, the operands
+    handed over bit for bit (no float64 round trip, which would quiet a signalling NaN), or
+    None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+
+    def run(a_bits, b_bits):
+        if fmt == "tf32":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            a = torch.from_numpy(np.asarray(a_bits, np.uint32).view(np.float32)[None, :].copy())
+            b = torch.from_numpy(np.asarray(b_bits, np.uint32).view(np.float32)[:, None].copy())
+            d = (a.cuda() @ b.cuda()).cpu().numpy().view(np.uint32)
+        else:
+            a = torch.from_numpy(np.asarray(a_bits, np.uint16).view(np.float16)[None, :].copy())
+            b = torch.from_numpy(np.asarray(b_bits, np.uint16).view(np.float16)[:, None].copy())
+            d = (a.cuda() @ b.cuda()).cpu().numpy().view(np.uint16)
+        return int(d[0, 0])
+
+    return run
+
+
+def preset_bits(fmt: str, preset: str, a_bits, b_bits) -> int:
+    """The output bits fpscope's preset gives for the same special input (torch's output
+    format: fp32 for tf32, fp16 through the fp32 accumulator for fp16; NaN as the preset's
+    canonical NaN)."""
+    from fpscope.emulate import matmul
+    from fpscope.formats import decode, encode
+    from fpscope.profile import PRESETS, resolve_format
+
+    p = PRESETS[preset]
+    fin = resolve_format("fp32" if fmt == "tf32" else fmt)
+    a = decode(np.asarray(a_bits, np.uint64), fin)
+    b = decode(np.asarray(b_bits, np.uint64), fin)
+    out = "fp32" if fmt == "tf32" else "fp16"
+    d = matmul(a[None, :], b[:, None], profile=p, out_format=None if out == "fp32" else out)
+    v = float(d[0, 0])
+    fout = resolve_format(out)
+    if np.isnan(v):
+        return (1 << (fout.bits - 1)) - 1 if fout.bits == 16 else p.nan_bits
+    return int(encode(np.array([v]), fout)[0])
+
+
+def special_cases(run_for) -> dict:
+    """Each of :data:`SPECIALS` on ``run_for(fmt)`` (a bits runner) beside the preset."""
+    rows = []
+    for name, fmt, K, a_bits, b_bits, preset in SPECIALS:
+        run = run_for(fmt)
+        live = run(a_bits, b_bits)
+        mine = preset_bits(fmt, preset, a_bits, b_bits)
+        w = 8 if fmt == "tf32" else 4
+        rows.append({"case": name, "format": fmt, "K": K, "preset": preset,
+                     "a": [f"0x{x:0{w}X}" for x in a_bits], "b": [f"0x{x:0{w}X}" for x in b_bits],
+                     "live": f"0x{live:0{w}X}", "preset_output": f"0x{mine:0{w}X}",
+                     "same": live == mine})
+    return {"cases": rows, "matched": sum(r["same"] for r in rows), "total": len(rows)}
+
+
+def fake_bits(fmt: str):
+    """The emulator's hopper preset standing in for the GPU in :func:`special_cases`."""
+    preset = {"tf32": "hopper-tf32", "fp16": "hopper-fp16"}[fmt]
+    return lambda a_bits, b_bits: preset_bits(fmt, preset, a_bits, b_bits)
 
 
 def fake_gemm(fmt: str, preset: str):
@@ -222,6 +304,8 @@ def main(argv=None) -> int:
             step(f"validate-{fmt}", lambda f=fmt: validate_format(f, live_gemm(f), args.cases))
     for fmt in ("fp16", "bf16"):
         step(f"probe-{fmt}", lambda f=fmt: probe_cuda(f))
+    step("specials", lambda: special_cases(fake_bits if args.fake else live_bits),
+         needs_gpu=not args.fake)
     step("reveal-torch.sum-fp32-4096", lambda: reveal_cuda("torch.sum", n=4096, dtype="fp32"))
     step("reveal-torch.matmul-1x256x1",
          lambda: reveal_cuda("torch.matmul", shape=(1, 256, 1), dtype="fp16"))
@@ -236,6 +320,9 @@ def main(argv=None) -> int:
 
 
 def _brief(res) -> str:
+    if isinstance(res, dict) and "cases" in res and isinstance(res["cases"], list):
+        return "; ".join(f"{r['case']}: live {r['live']} preset {r['preset_output']}"
+                         for r in res["cases"])[:200]
     if isinstance(res, dict) and "matched" in res and isinstance(res["matched"], dict):
         return "; ".join(f"{n} {m}/{res['cases']}" for n, m in res["matched"].items())
     if isinstance(res, dict) and "summary" in res:

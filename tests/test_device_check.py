@@ -54,3 +54,24 @@ def test_validation_reports_a_mismatch():
     assert res["matched"]["hopper-fp16"] == res["cases"] - 1
     assert res["first_mismatch"]["hopper-fp16"]["live"] != \
         res["first_mismatch"]["hopper-fp16"]["emulated"]
+
+
+def test_special_cases_compare_bits(tmp_path):
+    """The special-input step hands bit patterns over unchanged and flags a GPU whose output
+    differs from the preset's (here a stand-in that turns the low-payload tf32 NaN into -Inf,
+    as mmasim's bit truncation does)."""
+    same = dc.special_cases(dc.fake_bits)
+    assert same["matched"] == same["total"] == len(dc.SPECIALS)
+    nan_case = same["cases"][0]
+    assert nan_case["a"][0] == "0x7F801AA7" and nan_case["preset_output"] == "0x7FFFFFFF"
+
+    def truncating(fmt):
+        real = dc.fake_bits(fmt)
+        return lambda a, b: 0xFF800000 if a[0] == 0x7F801AA7 else real(a, b)
+
+    res = dc.special_cases(truncating)
+    assert res["matched"] == res["total"] - 1
+    assert res["cases"][0]["live"] == "0xFF800000" and not res["cases"][0]["same"]
+    assert dc.main(["--out", str(tmp_path), "--cases", "256", "--fake"]) == 0
+    rec = json.loads((tmp_path / "specials.json").read_text())
+    assert rec["result"]["matched"] == len(dc.SPECIALS)
