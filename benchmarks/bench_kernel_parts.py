@@ -4,10 +4,12 @@ Run: python benchmarks/bench_kernel_parts.py [--n 2048] [--preset hopper-fp16]
 
 Each step of ``fpscope.emulate._kernel_jit.gemm_kernel`` is called alone, single-threaded, as
 often as one n x n x n GEMM calls it (one call per row of A, instruction block and 1024-column
-tile), on the preset's real operand codes (random normal values rounded to its input format):
-the block's exponent range, the block set-up (e_max, scale, c cut), the cut products, and the
-rounding of the block result. Prints seconds and shares; the sum is the single-thread kernel
-time without the loop and slicing overhead (the GEMM itself runs on every core).
+tile) and in the kernel's order (each block of B serves the 64 rows of a tile before the next
+block, so it stays in cache as it does in the GEMM), on the preset's real operand codes (random
+normal values rounded to its input format): the block's exponent range, the block set-up
+(e_max, scale, c cut), the cut products, and the rounding of the block result. Prints seconds
+and shares, the sum, and the whole single-thread kernel beside it (the difference is the loop,
+slicing and call overhead; the GEMM itself runs on every core).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", default="hopper-fp16")
     args = ap.parse_args(argv)
 
+    from fpscope.emulate import kernel
+
+    kernel._prefer_wide_vectors()  # compile the parts as the kernel is compiled
     from numba import njit
 
     from fpscope.emulate import _kernel_jit as J
-    from fpscope.emulate import kernel
     from fpscope.formats import round_to_format
     from fpscope.profile import PRESETS, resolve_format
 
@@ -63,10 +67,12 @@ def main(argv=None) -> int:
 
     # arrays go in as arguments: numba treats arrays captured from the enclosing scope as
     # read-only constants
+    MI = 64  # rows of a tile (kernel.matmul's default): a block of B serves them in turn
+
     @njit
     def t_exp(reps, EA, EB, mx, mn):
         for r in range(reps):
-            J._exponent_range(EA, EB, r % n, (r * L) % n, L, 0, w, mx, mn, small)
+            J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn, small)
 
     @njit
     def t_prep(reps, src, mx, mn, lsb, sc, ct, acc):
@@ -77,7 +83,7 @@ def main(argv=None) -> int:
     @njit
     def t_cut(reps, AV, BV, sc, acc):
         for r in range(reps):
-            J._cut_products(AV, BV, r % n, (r * L) % n, L, 0, w, sc, acc, align)
+            J._cut_products(AV, BV, r % MI, (r // MI * L) % n, L, 0, w, sc, acc, align)
 
     @njit
     def t_round(reps, run, acc, ct, lsb):
@@ -95,11 +101,17 @@ def main(argv=None) -> int:
         fn(calls, *arrays)
         secs.append(time.perf_counter() - t0)
     total = sum(secs)
+    whole = np.zeros((n, n))
+    kernel.matmul(A[:64, :L], B[:L, :64], whole[:64, :64], p, threads=1)  # compile
+    t0 = time.perf_counter()
+    kernel.matmul(A, B, whole, p, threads=1)
+    whole_s = time.perf_counter() - t0
     print(f"{args.preset}, n = {n}: {calls} calls of each step (single thread)")
     print(f"{'step':16s} {'seconds':>8s} {'share':>6s}")
     for (name, _, _), s in zip(parts, secs):
         print(f"{name:16s} {s:8.3f} {s / total:6.0%}")
     print(f"{'sum':16s} {total:8.3f}")
+    print(f"{'whole kernel':16s} {whole_s:8.3f}  (kernel.matmul, one thread)")
     return 0
 
 
