@@ -3,9 +3,9 @@ black-box targets of the probe suite, and the table of which model each preset d
 
 ``MmasimTarget(preset)`` runs ``D = op(A, B, C)`` through mmasim's model of the preset's
 instruction: the operands are encoded to the instruction's types (tf32 as fp32 bit patterns,
-fp6/fp4 one per byte as mmasim holds them; A in the preset's ``in_format``, B in its
-``b_format`` where the preset has mixed input formats) and cut into its m x n x k tiles,
-zero-padded. The CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are
+fp6/fp4 one per byte as mmasim holds them, AMD fp8 / bf8 as torch's float8_e4m3fnuz /
+float8_e5m2fnuz; A in the preset's ``in_format``, B in its ``b_format`` where the preset has
+mixed input formats) and cut into its m x n x k tiles, zero-padded. The CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are
 imported on first use.
 """
 
