@@ -20,10 +20,16 @@ Operand generators (each gets an equal share of the cases):
 * ``tiny``: only subnormal / smallest-binade operands and zeros (products far below c's range):
   the ``e_zero`` edge.
 
+fnuz formats (AMD CDNA3 fp8 / bf8, ``fp8_e4m3fnuz`` / ``fp8_e5m2fnuz``): 0x80 is their NaN and
+they have no -0, so ``bits`` draws 0x80 as any pattern (a NaN), while the finite generators
+draw it as +0.
+
 Besides the random cases: ``e_zero_cases`` / ``e_zero_probe`` build, per preset, inputs on which
 ``e_zero`` decides the output (or report it unobservable), and ``--sensitivity`` reruns every
 one-parameter change of each preset (F +-1, e_zero +-1, L/2, 2L, step rounding, alignment,
-flushes, -0 rule, operand conversion) on the same cases and counts the outputs it changes.
+flushes, -0 rule, operand conversion; for the AMD CDNA2 / CDNA3 nodes also F2, the second
+alignment, product groups, c drop, product overflow and the input zero sign) on the same cases
+and counts the outputs it changes.
 
 Usage: ``python scripts/mmasim_validation.py [--cases N] [--preset NAME ...] [--seed S]
 [--sensitivity]`` (about 3.3 s per preset per 10^5 cases on one idle core; the summary table,
@@ -75,6 +81,8 @@ def _finite_ok(pat: np.ndarray, lay: _Layout) -> np.ndarray:
         return ex != (1 << lay.exp) - 1
     if lay.specials == "none":  # fp6, fp4: every pattern is finite
         return np.ones(np.shape(pat), dtype=bool)
+    if lay.specials == "fnuz":  # AMD fp8 / bf8: the "negative zero" pattern is NaN
+        return pat != (1 << (lay.bits - 1))
     mant = pat & ((1 << lay.mant) - 1)  # "fn": S.1111.111 is NaN
     return ~((ex == (1 << lay.exp) - 1) & (mant == (1 << lay.mant) - 1))
 
@@ -91,6 +99,8 @@ def _random_bits(rng, shape, lay: _Layout, finite: bool) -> np.ndarray:
 
 def _compose(sign, ex, mant, lay: _Layout) -> np.ndarray:
     pat = (sign.astype(np.int64) << (lay.bits - 1)) | (ex.astype(np.int64) << lay.mant) | mant
+    if lay.specials == "fnuz":  # 0x80 (NaN) -> 0x00 (+0)
+        return np.where(_finite_ok(pat, lay), pat, 0)
     return np.where(_finite_ok(pat, lay), pat, pat & ~np.int64(1))  # e4m3fn 0x7F -> 0x7E
 
 
@@ -105,6 +115,8 @@ def _wide_bits(rng, shape, lay: _Layout, tiny_only: bool) -> np.ndarray:
         ex = np.where(rng.random(shape) < 0.5, lo, hi)
     pat = _compose(sign, ex, mant, lay)
     zero = rng.random(shape) < 0.15
+    if lay.specials == "fnuz":  # one zero, +0 (the -0 pattern is NaN)
+        return np.where(zero, 0, pat)
     return np.where(zero, sign.astype(np.int64) << (lay.bits - 1), pat)
 
 
@@ -334,10 +346,13 @@ def e_zero_cases(preset: str) -> list[tuple[str, list, list]]:
     -2^w at the window's cut: w = e_zero - F is kept with e_zero and cut with e_zero + 1,
     w = e_zero - F - 1 is cut with e_zero and kept with e_zero - 1. Not possible (returns [])
     when the input format has no such products: fp16, fp8, fp6, fp4 inputs with fp32 output
-    (products are never below 2^-32), e4m3 and narrower with fp16 output, lossless profiles.
+    (products are never below 2^-32), e4m3 and narrower with fp16 output, lossless profiles,
+    and the "pairwise" and "two-stage" nodes (AMD CDNA2 / CDNA3: no fused window with zero
+    terms; the two-stage node's zero-c exponent cannot change an output, see
+    fpscope/profile.py).
     """
     prof = PRESETS[preset]
-    if prof.e_zero is None or prof.lossless:
+    if prof.e_zero is None or prof.lossless or prof.node != "fused":
         return []
     fin, fb = (resolve_format(f) for f in prof.operand_formats)
     fstep = resolve_format(prof.step_rounding[0])
@@ -384,8 +399,117 @@ def e_zero_probe(preset: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
+def node_cases(preset: str) -> list[tuple[str, np.ndarray, np.ndarray, float, object]]:
+    """Hand-made cases for the AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes, each decided by
+    one field: (label, a, b, c, variant), where ``variant`` is the preset with that field
+    changed, which gives another output. [] for fused presets; a case the preset's formats
+    cannot hold is left out.
+
+    Two-stage (c = 1 unless said; products scaled together by a power of two until a and b
+    fit the input formats): ``F2 keeps 2^-31`` (products 2^-24 + 2^-31: above the fp32 tie
+    only if stage 3 keeps 31 fraction bits; variant F2 - 1), ``F2 cuts 2^-32`` (2^-24 +
+    2^-32: the tie; variant F2 + 1), ``floor2`` (c = -(1 + 2^-23), products -2^-24 + 2^-40:
+    flooring the dot makes an exact tie, rounded to even; variant alignment2 "truncate"),
+    ``c drop`` (c = -2^-30 against a product 1: dropped, or floored to -2^-24; variant
+    c_drop_bits toggled), ``groups`` (c = 0, products 2^10 (even) and -1.5 * 2^-15 (odd): cut
+    toward zero in one group, floored to -2^-14 as a group sum; variant product_groups
+    toggled), ``overflow`` (products 2^128 and -2^128: NaN under the overflow rule, +0 without;
+    bf16 and xf32 only).
+
+    Pairwise: ``flush_inputs`` (a subnormal a times 2^10; variant no input flush),
+    ``flush_outputs`` (one product 2^-130, bf16 only; variant no output flush), ``zero sign``
+    (every a = -0, b = 1, c = -0: +0 when zeros are read as +0, -0 when kept; variant
+    input_zero_sign "keep"), ``-0 result`` (c = 1.5 * 2^-126 plus a product -1.75 * 2^-126
+    flushes to -0, later -0 products keep it; bf16 only; variant neg_zero_to_pos).
+    """
+    from fpscope.formats import is_representable
+
+    prof = PRESETS[preset]
+    if prof.node == "fused":
+        return []
+    fa, fb = (resolve_format(f) for f in prof.operand_formats)
+    fc = resolve_format(prof.out_format)
+    k = prof.k
+    cases = []
+
+    def ok(x, fmt) -> bool:
+        return bool(is_representable(np.asarray(x, dtype=np.float64), fmt).all())
+
+    def add(label, av, bv, c, variant, fill_b=0.0):
+        a, b = np.zeros(k), np.full(k, fill_b)
+        a[:len(av)], b[:len(bv)] = av, bv
+        if ok(a, fa) and ok(b, fb) and ok([c], fc):
+            cases.append((label, a, b, float(c), variant))
+
+    def products(label, c, prods, variant, scale=True):
+        for sh in (sorted(range(-40, 41), key=abs) if scale else [0]):
+            f = 2.0**sh
+            splits = [_split(v * f, fa, 10**9, fb) for v in prods]
+            if all(sp is not None for sp in splits) and ok([c * f], fc):
+                return add(label, [sp[0] for sp in splits], [sp[1] for sp in splits], c * f,
+                           variant)
+
+    if prof.node == "two-stage":
+        F2 = prof.frac_bits2
+        products("F2 keeps 2^-31", 1.0, [2.0**-24, 2.0**-31], prof.replace(frac_bits2=F2 - 1))
+        products("F2 cuts 2^-32", 1.0, [2.0**-24, 2.0**-32], prof.replace(frac_bits2=F2 + 1))
+        products("floor2", -(1 + 2.0**-23), [-(2.0**-24), 2.0**-40],
+                 prof.replace(alignment2="truncate"))
+        drop = None if prof.c_drop_bits is not None else prof.frac_bits + 1
+        products("c drop", -(2.0**-30), [1.0], prof.replace(c_drop_bits=drop))
+        products("groups", 0.0, [2.0**10, -1.5 * 2.0**-15],
+                 prof.replace(product_groups=1 if prof.product_groups > 1 else 2))
+        overflow = None if prof.product_overflow else "fp32"
+        products("overflow", 0.0, [2.0**128, -(2.0**128)],
+                 prof.replace(product_overflow=overflow), scale=False)
+    else:
+        add("flush_inputs", [fa.min_normal / 2], [2.0**10], 0.0,
+            prof.replace(flush_inputs=not prof.flush_inputs))
+        products("flush_outputs", 0.0, [2.0**-130], prof.replace(flush_outputs=False),
+                 scale=False)
+        add("zero sign", [-0.0] * k, [1.0] * k, -0.0,
+            prof.replace(input_zero_sign="keep" if prof.input_zero_sign == "positive"
+                         else "positive"))
+        add("-0 result", [2.0**-63, 0.0], [-1.75 * 2.0**-63, 1.0], 1.5 * 2.0**-126,
+            prof.replace(neg_zero_to_pos=not prof.neg_zero_to_pos), fill_b=-1.0)
+    return cases
+
+
+def node_probe(preset: str) -> list[tuple[str, int, int, int]]:
+    """(case, mmasim bits, fpscope bits, fpscope bits with the case's variant) of each
+    :func:`node_cases` case; a NaN is written as the preset's ``nan_bits`` on all three."""
+    import torch
+
+    prof = PRESETS[preset]
+    op = build_model(preset)
+    in_name, b_name = _operand_names(prof)
+    fin, fb = resolve_format(in_name), resolve_format(b_name)
+    fout = resolve_format(prof.out_format)
+
+    def bits(d) -> int:
+        d = float(np.asarray(d).reshape(-1)[0])
+        return prof.nan_bits if np.isnan(d) else int(encode(np.array([d]), fout)[0])
+
+    out = []
+    for label, a, b, c, variant in node_cases(preset):
+        A = np.zeros((op.m, op.k))
+        B = np.zeros((op.k, op.n))
+        C = np.zeros((op.m, op.n))
+        A[0], B[:, 0], C[0, 0] = a, b, c
+        At = _to_torch(encode(A, fin).astype(np.int64), in_name)
+        Bt = _to_torch(encode(B, fb).astype(np.int64), b_name)
+        Ct = _to_torch(encode(C, fout).astype(np.int64), prof.out_format)
+        with torch.no_grad():
+            d_sim = decode(_from_torch(op(At, Bt, Ct), prof.out_format)[0, 0], fout)
+        d_fp, d_var = (fdpa_batch(a[None], b[None], np.array([c]), q) for q in (prof, variant))
+        out.append((label, bits(d_sim), bits(d_fp), bits(d_var)))
+    return out
+
+
 def _variants(p) -> dict:
     """One-parameter changes of profile ``p`` (name -> changed profile)."""
+    if p.node != "fused":
+        return _node_variants(p)
     out = {"F-1": p.replace(frac_bits=p.frac_bits - 1), "F+1": p.replace(frac_bits=p.frac_bits + 1)}
     if p.lossless:
         out = {"F=53": p.replace(frac_bits=53 - 2 - (p.block_size + 1).bit_length())}
@@ -405,6 +529,49 @@ def _variants(p) -> dict:
     out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
     out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
     out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
+    if p.operand_conversion is not None:
+        out["operand round"] = p.replace(
+            operand_conversion="round" if p.operand_conversion == "truncate" else "truncate")
+    return out
+
+
+def _node_variants(p) -> dict:
+    """One-parameter changes of a "pairwise" (CDNA2) or "two-stage" (CDNA3) profile: the fields
+    its node reads (frac_bits, alignment and e_zero are not read by the pairwise node)."""
+    out = {}
+    if p.node == "two-stage":
+        out = {"F-1": p.replace(frac_bits=p.frac_bits - 1),
+               "F+1": p.replace(frac_bits=p.frac_bits + 1),
+               "F2-1": p.replace(frac_bits2=p.frac_bits2 - 1),
+               "F2+1": p.replace(frac_bits2=p.frac_bits2 + 1)}
+        if p.e_zero is not None:
+            out["e_zero-1"] = p.replace(e_zero=p.e_zero - 1)
+            out["e_zero+1"] = p.replace(e_zero=p.e_zero + 1)
+            out["e_zero=None"] = p.replace(e_zero=None)
+        for al in ("truncate", "floor", "nearest"):
+            if al != p.alignment:
+                out[al] = p.replace(alignment=al)
+            if al != p.alignment2:
+                out[f"{al}2"] = p.replace(alignment2=al)
+        out["groups " + ("1" if p.product_groups > 1 else "2")] = p.replace(
+            product_groups=1 if p.product_groups > 1 else 2)
+        out["c_drop " + ("None" if p.c_drop_bits is not None else str(p.frac_bits + 1))] = (
+            p.replace(c_drop_bits=None if p.c_drop_bits is not None else p.frac_bits + 1))
+        out["overflow " + ("None" if p.product_overflow else "fp32")] = p.replace(
+            product_overflow=None if p.product_overflow else "fp32")
+    ok = p.node != "two-stage" or (p.block_size // 2) % p.product_groups == 0
+    if p.block_size % 2 == 0 and ok:
+        out["L/2"] = p.replace(block_size=p.block_size // 2)
+    if p.k % (2 * p.block_size) == 0:
+        out["2L"] = p.replace(block_size=2 * p.block_size)
+    fmt, mode = p.step_rounding
+    out["step " + ("RNE" if mode != "RNE" else "RZ")] = p.replace(
+        step_rounding=(fmt, "RNE" if mode != "RNE" else "RZ"))
+    out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
+    out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
+    out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
+    out["zero sign"] = p.replace(
+        input_zero_sign="keep" if p.input_zero_sign == "positive" else "positive")
     if p.operand_conversion is not None:
         out["operand round"] = p.replace(
             operand_conversion="round" if p.operand_conversion == "truncate" else "truncate")
@@ -466,6 +633,15 @@ def main(argv=None) -> int:
         cells = [f"{lab}: mmasim={s_:x} fpscope={f_:x} variant={v_:x}"
                  for lab, s_, f_, v_ in probe]
         ok = all(s_ == f_ != v_ for _, s_, f_, v_ in probe)
+        print(f"  {p:<{wp}} {'; '.join(cells)}  {'match' if ok else 'MISMATCH'}")
+    node = [p for p in presets if node_cases(p)]
+    if node:
+        print("\nAMD CDNA2 / CDNA3 node cases (node_cases: hand-made, each decided by one field; "
+              "'variant' is fpscope with that field changed, which must differ):")
+    for p in node:
+        cells = [f"{lab}: mmasim={s_:x} fpscope={f_:x} variant={v_:x}"
+                 for lab, s_, f_, v_ in node_probe(p)]
+        ok = all(s_ == f_ != v_ for _, s_, f_, v_ in node_probe(p))
         print(f"  {p:<{wp}} {'; '.join(cells)}  {'match' if ok else 'MISMATCH'}")
     if args.sensitivity:
         print("\nsensitivity (outputs changed by a one-parameter change, same cases):")

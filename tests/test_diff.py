@@ -68,6 +68,10 @@ def test_profiles():
     assert other_k.witness and "K = 16" in other_k.witness["how"]
     fmts = diff_profiles(get_profile("ampere-fp16"), get_profile("ampere-bf16"))
     assert fmts.witness is None and any("formats" in n for n in fmts.notes)
+    # another node kind (AMD CDNA3's two-stage) is named first, and a witness separates them
+    amd = diff_profiles(get_profile("cdna3-fp16"), get_profile("ampere-fp16"), cases=1024)
+    assert amd.parameter == {"name": "node", "a": "two-stage", "b": "fused"}
+    assert amd.witness and amd.witness["a"] != amd.witness["b"]
 
 
 def test_cli_exit_codes(tmp_path, capsys):

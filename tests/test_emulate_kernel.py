@@ -219,9 +219,10 @@ def test_random_profiles(L, stages, F, alignment, e_zero, step, in_format, b_for
 
 
 def test_mixed_presets_run_on_the_kernel():
-    """Every mixed-input preset is on the kernel's fast path (SUPPORTED covers them in the
-    agreement tests above), and a B of a's format but not b's is refused naming operand b."""
-    mixed = [n for n, p in PRESETS.items() if p.b_format is not None]
+    """Every fused mixed-input preset is on the kernel's fast path (SUPPORTED covers them in the
+    agreement tests above; the AMD CDNA3 fp8 x bf8 presets are two-stage nodes, which the
+    kernel refuses), and a B of a's format but not b's is refused naming operand b."""
+    mixed = [n for n, p in PRESETS.items() if p.b_format is not None and p.node == "fused"]
     assert mixed and set(mixed) <= set(SUPPORTED)
     rng = np.random.default_rng(13)
     for name in mixed:  # small and subnormal operands of each format: e_max from tiny products
@@ -248,6 +249,13 @@ def test_unsupported_profiles_are_refused_or_routed():
     _assert_same(matmul(A, B, profile=p, engine="auto"), numpy_matmul(A, B, profile=p))
     wide = get_profile("ampere-fp16").replace(frac_bits=30)
     assert "int32" in kernel.unsupported(wide)
+    # the AMD CDNA2 / CDNA3 nodes: refused in one line, "auto" routes them to numpy
+    for name in ("cdna2-fp16", "cdna3-fp16"):
+        q = get_profile(name)
+        assert kernel.unsupported(q).startswith(f"the {q.node} node")
+        with pytest.raises(ValueError, match=f"cannot run this profile: the {q.node} node"):
+            matmul(A, B, profile=q, engine="numba")
+        _assert_same(matmul(A, B, profile=q, engine="auto"), numpy_matmul(A, B, profile=q))
     with pytest.raises(ValueError, match="unknown engine"):
         matmul(A, B, profile=get_profile("ampere-fp16"), engine="cuda")
 

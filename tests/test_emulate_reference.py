@@ -25,6 +25,11 @@ FP_B = [2.0**10, 1.0, 1.0, 1.0]
 FINGERPRINT = {
     "volta-fp16": 0.0, "turing-fp16": -0.5, "ampere-fp16": -0.5, "ada-fp16": -0.5,
     "ampere-bf16": -0.5, "ada-bf16": -0.5, "hopper-fp16": -0.75, "hopper-bf16": -0.75,
+    # AMD CDNA2 (pairwise fp32 RNE): -2^23 - 0.5 is a tie, to even -2^23; with P = 4 the pair
+    # (-0.25 - 0.125) is then lost against it, with P = 2 it is the next group's sum
+    "cdna2-fp16": 0.0, "cdna2-bf16-1k": 0.0, "cdna2-bf16": -0.375,
+    # AMD CDNA3 (two-stage): products truncated at 2^(23 - 24): -0.25 and -0.125 are cut
+    "cdna3-fp16": -0.5, "cdna3-bf16": -0.5,
 }
 
 
@@ -196,6 +201,9 @@ def test_old_profile_json_without_b_format_loads():
     assert p.b_format is None and p.operand_formats == ("fp8_e4m3fn", "fp8_e4m3fn")
     assert p == PRESETS["ada-e4m3"]
     assert json.loads(p.to_json())["b_format"] is None  # written back with the field
+    # nor the node fields (AMD CDNA2 / CDNA3): a fused node with their defaults
+    assert (p.node, p.frac_bits2, p.alignment2, p.product_groups, p.c_drop_bits,
+            p.product_overflow, p.input_zero_sign) == ("fused", None, None, 1, None, None, "keep")
 
 
 def test_mixed_profile_json_round_trip():
@@ -226,7 +234,7 @@ def test_mixed_presets_follow_their_same_format_preset():
     """Each mixed preset is the preset of its a type, same instruction and output, with b's
     format changed (mmasim builds mixed kinds with the same F, L, rounding, e_zero)."""
     short = {"fp8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3",
-             "fp4_e2m1": "e2m1"}
+             "fp4_e2m1": "e2m1", "fp8_e4m3fnuz": "fp8", "fp8_e5m2fnuz": "bf8"}  # AMD: fnuz
     mixed = [p for p in PRESETS.values() if p.b_format is not None]
     assert 8 <= len(mixed) <= 16
     for p in mixed:
@@ -248,3 +256,119 @@ def test_mixed_reference_known_answers():
         run(p, [2.0**-16], [1.0], 0.0)  # an e5m2 value as a
     q = get_profile("blackwell-tcgen05-e3m2-e2m3").replace(b_format="fp4_e2m1")
     assert run(q, [28.0, 2.0**-4], [0.5, 6.0], 0.0) == 14.0 + 0.375
+
+
+# -- AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes ------------------------------------------
+
+def test_node_profile_json_round_trip_and_fields():
+    for name in ("cdna2-bf16", "cdna3-xf32", "cdna3-fp8-bf8"):
+        p = PRESETS[name]
+        d = json.loads(p.to_json())
+        assert d["node"] == p.node and Profile.from_dict(d) == p
+    d = json.loads(PRESETS["cdna3-fp8"].to_json())
+    assert (d["node"], d["frac_bits"], d["frac_bits2"], d["alignment2"], d["product_groups"],
+            d["c_drop_bits"], d["product_overflow"]) == ("two-stage", 24, 31, "floor", 2, 25, None)
+    d = json.loads(PRESETS["cdna2-fp16"].to_json())
+    assert (d["node"], d["block_size"], d["input_zero_sign"], d["flush_inputs"],
+            d["flush_outputs"], d["step_rounding"]) == ("pairwise", 4, "positive", True, True,
+                                                        ["fp32", "RNE"])
+
+
+@pytest.mark.parametrize("base, change, match", [
+    ("cdna3-fp16", {"node": "tree"}, "unknown node 'tree'"),
+    ("cdna3-fp16", {"frac_bits2": None}, "needs frac_bits2"),
+    ("cdna3-fp16", {"frac_bits2": -1}, "needs frac_bits2"),
+    ("cdna3-fp16", {"frac_bits2": 22}, r"F \(24\) must not exceed F2 \+ 1 \(23\)"),
+    ("cdna3-fp16", {"alignment2": None}, "needs alignment2"),
+    ("cdna3-fp16", {"alignment2": "up"}, "needs alignment2"),
+    ("cdna3-fp16", {"product_groups": 3}, r"product_groups \(3\) must divide block_size"),
+    ("cdna3-fp16", {"product_groups": 0}, "positive integer"),
+    ("cdna3-fp16", {"c_drop_bits": -1}, "c_drop_bits must be"),
+    ("cdna3-fp16", {"product_overflow": "fp33"}, "unknown format"),
+    ("cdna3-fp16", {"c_entry": "last"}, "fused node only"),
+    ("cdna3-fp16", {"input_zero_sign": "negative"}, "unknown input_zero_sign"),
+    ("ampere-fp16", {"frac_bits2": 31}, "two-stage node only"),
+    ("ampere-fp16", {"alignment2": "floor"}, "two-stage node only"),
+    ("ampere-fp16", {"product_groups": 2}, "two-stage node only"),
+    ("ampere-fp16", {"c_drop_bits": 25}, "two-stage node only"),
+    ("cdna2-fp16", {"block_size": 6, "k": 24}, "power of two"),
+    ("cdna2-fp16", {"e_zero": -126}, "e_zero must be None"),
+    ("cdna2-fp16", {"product_overflow": "fp32"}, "product_overflow must be None"),
+])
+def test_node_fields_are_validated(base, change, match):
+    with pytest.raises(ValueError, match=match):
+        PRESETS[base].replace(**change)
+    d = json.loads(PRESETS[base].to_json())  # the same through JSON, one line
+    with pytest.raises(ValueError, match=match) as info:
+        Profile.from_json(json.dumps({**d, **change}))
+    assert "\n" not in str(info.value)
+
+
+def test_product_overflow_and_zero_sign_on_the_fused_node():
+    """The two general fields also apply to the fused node: products of 2^128 overflow to
+    +-Inf (then Inf - Inf = NaN), and zeros read as +0 change the sign of a zero sum."""
+    base = PRESETS["ampere-bf16"]
+    big = [2.0**127, 2.0**127]
+    assert run(base, big, [2.0, -2.0], 0.0) == 0.0
+    assert math.isnan(run(base.replace(product_overflow="fp32"), big, [2.0, -2.0], 0.0))
+    assert run(base.replace(product_overflow="fp32"), big[:1], [2.0], 0.0) == math.inf
+    keep = base.replace(neg_zero_to_pos=False)
+    d = fdpa([-0.0] * 16, [1.0] * 16, -0.0, keep)
+    assert d == 0 and math.copysign(1.0, d) < 0
+    d = fdpa([-0.0] * 16, [1.0] * 16, -0.0, keep.replace(input_zero_sign="positive"))
+    assert d == 0 and math.copysign(1.0, d) > 0
+    d = fdpa([-0.0] * 16, [-1.0] * 16, 0.0, keep.replace(input_zero_sign="positive"))
+    assert d == 0 and math.copysign(1.0, d) > 0  # +0 * -1 = -0, but c is +0
+
+
+def test_pairwise_rounds_every_product_and_pair():
+    """CDNA2 fp16, P = 4: 1 + 2^-24 (a tie) rounds to 1 before the other 2^-24 is added; the
+    exact CDNA1 block keeps both."""
+    a, b = [1.0, 2.0**-12, 2.0**-12], [1.0, 2.0**-12, 2.0**-12]
+    assert run("cdna2-fp16", a, b, 0.0) == 1.0
+    assert run("cdna1-fp16", a, b, 0.0) == 1.0 + 2.0**-23
+    # c added last: c + (p0 + p1) with p0 + p1 = 2^-23 exactly
+    assert run("cdna2-fp16", [2.0**-12, 2.0**-12], [2.0**-12, 2.0**-12], 1.0) == 1.0 + 2.0**-23
+    # flushes: a subnormal input is +0 (and Inf * it is NaN); a product below 2^-126 is a zero
+    assert run("cdna2-fp16", [2.0**-20], [2.0**10], 0.0) == 0.0
+    assert math.isnan(run("cdna2-fp16", [2.0**-20], [math.inf], 0.0))
+    d = run("cdna2-bf16", [2.0**-70], [-(2.0**-60)], 0.0)
+    assert d == 0 and math.copysign(1.0, d) > 0  # -0 product + c (+0) = +0
+    # a negative sum flushed to -0 stays -0 while later sums add -0 products
+    d = fdpa([2.0**-63, 0.0] + [0.0] * 6, [-1.75 * 2.0**-63, 1.0] + [-1.0] * 6,
+             1.5 * 2.0**-126, PRESETS["cdna2-bf16"])
+    assert d == 0 and math.copysign(1.0, d) < 0
+    assert output_bits(d, PRESETS["cdna2-bf16"]) == 0x80000000
+
+
+def test_two_stage_known_answers():
+    """CDNA3: stage 3 keeps F2 = 31 fraction bits below 1 (2^-31 breaks the RNE tie at 2^-24,
+    2^-32 does not); the dot is floored (a tiny negative product makes a tie); fp8 c far below
+    the products is dropped; fp8 even / odd products are summed apart."""
+    p = PRESETS["cdna3-fp16"]
+    assert run(p, [2.0**-12, 2.0**-16], [2.0**-12, 2.0**-15], 1.0) == 1.0 + 2.0**-23
+    assert run(p, [2.0**-12, 2.0**-16], [2.0**-12, 2.0**-16], 1.0) == 1.0
+    c = -(1.0 + 2.0**-23)
+    assert run(p, [-(2.0**-12), 2.0**-20], [2.0**-12, 2.0**-20], c) == -(1.0 + 2.0**-22)
+    assert run(p.replace(alignment2="truncate"), [-(2.0**-12), 2.0**-20], [2.0**-12, 2.0**-20],
+               c) == c
+    # c = -2^-30 against a product 1: floored to -2^-24 (fp16), dropped (fp8: c_drop_bits 25)
+    assert run(p, [1.0], [1.0], -(2.0**-30)) == 1.0 - 2.0**-24
+    assert run("cdna3-fp8", [1.0], [1.0], -(2.0**-30)) == 1.0
+    # 32 + (-1.5 * 2^-15 * ...): one group truncates the small odd product at 2^(10 - 24) to 0,
+    # two groups floor its group sum to -2^-14
+    a, b = [32.0, -1.5 * 2.0**-8], [32.0, 2.0**-7]
+    assert run(p, a, b, 0.0) == 1024.0
+    assert run("cdna3-fp8", a, b, 0.0) == 1024.0 - 2.0**-14
+    # bf16 products of 2^128 overflow (mmasim tr_fdpa): Inf - Inf = NaN
+    assert math.isnan(run("cdna3-bf16", [2.0**127, 2.0**127], [2.0, -2.0], 0.0))
+    # an exact zero is +0; a tiny negative sum rounds to -0 (neg_zero_to_pos False)
+    d = run("cdna3-bf16", [-0.0, 1.0], [1.0, 1.0], -1.0)
+    assert d == 0 and math.copysign(1.0, d) > 0
+    from fpscope.emulate.reference import two_stage_block
+
+    p = PRESETS["cdna3-bf16"]
+    d = two_stage_block([-(2.0**-133)] + [0.0] * 7, [2.0**-30] + [0.0] * 7, 0.0, p)
+    assert d == 0 and math.copysign(1.0, d) < 0  # -2^-163 floored to -2^-157, rounded to -0
+    d = run(p, [-(2.0**-133)], [2.0**-30], 0.0)  # the second block: +0 (zero products) + -0
+    assert d == 0 and math.copysign(1.0, d) > 0

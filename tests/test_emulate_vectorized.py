@@ -5,12 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fpscope.emulate import HW_SETS, hw_c_values, load_hw_set, run_hw_set
 from fpscope.emulate.reference import fdpa, output_bits
 from fpscope.emulate.vectorized import check_exact, fdpa_batch, matmul
 from fpscope.formats import FP32, decode, round_to_format
-from fpscope.profile import PRESETS, get_profile, resolve_format
+from fpscope.profile import PRESETS, Profile, get_profile, resolve_format
 
 NAMES = sorted(PRESETS)
 
@@ -56,6 +58,11 @@ def _finite_patterns(rng, fmt, shape):
             break
         x[bad] = _random_patterns(rng, fmt, int(bad.sum()))
     return np.where(np.isfinite(x), x, 0.0)
+
+
+def _no_neg_zero(x, fmt):
+    """x with -0 read as +0 where fmt has no -0 (fnuz formats: AMD CDNA3 fp8 / bf8)."""
+    return x if fmt.has_negative_zero else np.where(x == 0, 0.0, x)
 
 
 def _values(rng, fmt, shape, emin, emax):
@@ -131,7 +138,7 @@ def test_wide_exponents(name):
     a = _values(rng, fin, (n, p.k), fin.emin - fin.p + 1, fin.emax)  # subnormals too (RZ)
     b = _values(rng, fb, (n, p.k), fb.emin - fb.p + 1, fb.emax)
     zero = rng.random((n, p.k)) < 0.1
-    a = np.where(zero, np.where(rng.random((n, p.k)) < 0.5, -0.0, 0.0), a)
+    a = _no_neg_zero(np.where(zero, np.where(rng.random((n, p.k)) < 0.5, -0.0, 0.0), a), fin)
     c = _values(rng, fout, n, fout.emin - fout.p + 1, fout.emax)
     _agree(a, b, c, p)
 
@@ -165,7 +172,7 @@ def test_zero_blocks(name):
     fin, fout = _fmts(p)
     n = 400
     sz = lambda shape: np.where(rng.random(shape) < 0.5, -0.0, 0.0)
-    a, b = sz((n, p.k)), sz((n, p.k))
+    a, b = _no_neg_zero(sz((n, p.k)), fin), _no_neg_zero(sz((n, p.k)), _bfmt(p))
     # c: signed zeros, subnormals and small normals of the output format, random values
     c = np.concatenate([sz(n // 4),
                         _values(rng, fout, n // 4, fout.emin - fout.p + 1, fout.emin - 1),
@@ -180,7 +187,7 @@ def test_zero_blocks(name):
     blk = rng.integers(0, p.stages, size=n)
     for s in range(p.stages):
         rows = blk == s
-        a[rows, s * L:(s + 1) * L] = sz((int(rows.sum()), L))
+        a[rows, s * L:(s + 1) * L] = _no_neg_zero(sz((int(rows.sum()), L)), fin)
     _agree(a, b, c, p)
     # no zero product, every product below e_zero (where it is reachable): c = +-0 then takes
     # e_zero in the max on its own
@@ -393,6 +400,102 @@ def test_signed_zero_sums_when_negative_zero_is_kept():
     assert list(np.signbit(d)) == [True, False, False, False]
     _agree(a, b, c, p)
     _agree(a, b, c, p.replace(e_zero=None))
+
+
+# -- AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes ---------------------------------------
+
+_NODE_STEPS = [("fp32", "RNE"), ("fp32", "RZ"), ("fp32", "RD"), ("fp16", "RNE"), ("bf16", "RU"),
+               ("e8m13", "RZ"), ("fp32", "RNA")]
+_NODE_FORMATS = ["fp16", "bf16", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz",
+                 "fp6_e3m2", "fp4_e2m1"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(node=st.sampled_from(["pairwise", "two-stage", "fused"]),
+       L=st.sampled_from([1, 2, 4, 8, 16]), stages=st.integers(1, 3),
+       G=st.sampled_from([1, 1, 2, 4]), F=st.integers(3, 30), dF2=st.integers(0, 14),
+       alignment=st.sampled_from(["truncate", "floor", "nearest"]),
+       alignment2=st.sampled_from(["truncate", "floor", "nearest"]),
+       e_zero=st.one_of(st.none(), st.integers(-140, 10)),
+       c_drop=st.one_of(st.none(), st.integers(0, 40)),
+       overflow=st.sampled_from([None, None, "fp32", "fp16", "bf16"]),
+       step=st.sampled_from(_NODE_STEPS), out=st.sampled_from(["fp32", "fp32", "fp16"]),
+       a_fmt=st.sampled_from(_NODE_FORMATS),
+       b_fmt=st.one_of(st.none(), st.sampled_from(_NODE_FORMATS)),
+       flush_in=st.booleans(), flush_out=st.booleans(),
+       zero_sign=st.sampled_from(["keep", "positive"]), nz2p=st.booleans(),
+       specials=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_random_node_profiles(node, L, stages, G, F, dF2, alignment, alignment2, e_zero, c_drop,
+                              overflow, step, out, a_fmt, b_fmt, flush_in, flush_out, zero_sign,
+                              nz2p, specials, seed):
+    """Random points of the CDNA2 / CDNA3 node space (and the fused node with the general
+    product_overflow and input_zero_sign fields): the numpy engine equals the reference, bit
+    for bit, on random bit patterns (NaN / Inf in some draws, subnormals, zeros)."""
+    if node == "two-stage":
+        if L % G:
+            G = 1
+        kw = {"frac_bits2": F - 1 + dF2, "alignment2": alignment2, "product_groups": G,
+              "c_drop_bits": c_drop, "product_overflow": overflow, "e_zero": e_zero}
+    elif node == "pairwise":
+        kw = {"e_zero": None}
+    else:
+        kw = {"product_overflow": overflow, "e_zero": e_zero}
+    p = Profile(name="random", arch="test", in_format=a_fmt, out_format=out, block_size=L,
+                k=L * stages, frac_bits=F, alignment=alignment, step_rounding=step,
+                flush_inputs=flush_in, flush_outputs=flush_out, neg_zero_to_pos=nz2p,
+                input_zero_sign=zero_sign, b_format=b_fmt, node=node,
+                nan_bits=0x7FFF if out == "fp16" else 0x7FFFFFFF,
+                output_rounding=("fp16", "RNE") if out == "fp16" else None, **kw)
+    try:
+        check_exact(p)
+    except ValueError:
+        return  # a window the numpy engine refuses (the fused node's F + 2 + log2(L + 1) > 53)
+    rng = np.random.default_rng(seed)
+    fa, fout = _fmts(p)
+    fb = _bfmt(p)
+    n = 40
+    pick = _random_patterns if specials else _finite_patterns
+    a, b, c = pick(rng, fa, (n, p.k)), pick(rng, fb, (n, p.k)), pick(rng, fout, n)
+    # a third of the rows small (subnormals, products below 2^-126), some operands zero
+    small = rng.random(n) < 0.3
+    a[small] = _values(rng, fa, (int(small.sum()), p.k), fa.emin - fa.p + 1, fa.emin + 2)
+    zero = rng.random((n, p.k)) < 0.15
+    a = _no_neg_zero(np.where(zero, np.where(rng.random((n, p.k)) < 0.5, -0.0, 0.0), a), fa)
+    _agree(a, b, c, p)
+
+
+def test_node_presets_run_on_numpy_and_are_refused_by_the_kernel():
+    """engine "auto" runs the CDNA2 / CDNA3 presets on the numpy engine; "numba" refuses them in
+    one line that names the node (kernel.unsupported)."""
+    from fpscope.emulate import kernel
+    from fpscope.emulate import matmul as api_matmul
+
+    rng = np.random.default_rng(11)
+    for name in ("cdna2-bf16", "cdna3-fp8-bf8"):
+        p = PRESETS[name]
+        fa, _ = _fmts(p)
+        A = _values(rng, fa, (3, 2 * p.k), -3, 3)
+        B = _values(rng, _bfmt(p), (2 * p.k, 4), -3, 3)
+        why = kernel.unsupported(p)
+        assert why is not None and p.node in why and "\n" not in why
+        D = api_matmul(A, B, profile=p, engine="auto")
+        assert np.array_equal(D, matmul(A, B, profile=p))
+        with pytest.raises(ValueError, match=f"numba engine cannot run this profile: the "
+                                             f"{p.node} node"):
+            api_matmul(A, B, profile=p, engine="numba")
+    for kw in ({"product_overflow": "fp32"}, {"input_zero_sign": "positive"}):
+        assert kernel.unsupported(PRESETS["ampere-bf16"].replace(**kw)) is not None
+
+
+def test_node_check_exact():
+    p = PRESETS["cdna3-fp16"]
+    check_exact(p)
+    with pytest.raises(ValueError, match="two-stage sums do not fit"):
+        check_exact(p.replace(frac_bits2=55))
+    q = PRESETS["cdna2-fp16"]
+    check_exact(q)
+    with pytest.raises(ValueError, match="not exact in float64"):
+        check_exact(q.replace(step_rounding=("fp64", "RNE")))
 
 
 # -- mixed a/b input formats (b_format) --------------------------------------------------------

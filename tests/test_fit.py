@@ -105,3 +105,12 @@ def test_bad_recordings(tmp_path, capsys):
     (tmp_path / "p.json").write_text("mine")
     rc = main(["fit", str(tmp_path / "b.npz"), "-o", str(tmp_path / "p.json")])
     assert rc == 2 and (tmp_path / "p.json").read_text() == "mine"
+
+
+@pytest.mark.parametrize("name", ["cdna2-fp16", "cdna3-fp16"])
+def test_fit_finds_the_amd_node_kinds_through_their_presets(tmp_path, name):
+    """The grid searches fused nodes only; an MI200 / MI300-like recording is fitted exactly
+    from its preset seed (CDNA2 "pairwise", CDNA3 "two-stage"), and the text names the node."""
+    res = fit(load_recording(_npz(tmp_path, PRESETS[name])))
+    assert res.exact and res.profile.node == PRESETS[name].node
+    assert f"node {PRESETS[name].node}" in res.to_text()

@@ -32,12 +32,29 @@ mmasim, because fpscope's presets reproduce the recorded GPU outputs (tests/test
   fp32 bit patterns hit this about 3.5 times per 10^5 cases: CASES = 10^4 does not, the larger
   runs of records/mmasim-validation.txt do. No recording decides what the hardware does.
 
+* cdna3-bf8: mmasim's ``gtr_fdpa`` zeroes a c whose exponent is below ``e_max - 25``, and its
+  ``frexp`` gives Inf and NaN the exponent 0 (-1 after normalising), so an Inf or NaN c is
+  dropped once the block's products reach 2^25 (only e5m2fnuz x e5m2fnuz products do). The c
+  of the instruction's second block is the first block's result, so a NaN operand in the first
+  16 products disappears too (the ``bits`` generator: 53 of 2048). fpscope returns the NaN /
+  Inf, as every other preset and mmasim's own ``tr_fdpa`` (CDNA3 fp16 / bf16 / xf32) do; a
+  hardware exponent comparison would see Inf / NaN's all-ones exponent field, never a small
+  one. ``test_cdna3_bf8_mmasim_drops_a_non_finite_c`` shows it on one case.
+
 The experimental presets (no recorded hardware evidence) are the mmasim models: Hopper wgmma,
 Blackwell mma.sync and tcgen05.mma, RTX Blackwell mma.sync (fp16, bf16, tf32, fp8, fp6, fp4
-inputs), AMD CDNA1 (exact block sums), and mixed a/b input types (``Profile.b_format``: Ada
-mma.sync and Hopper wgmma e4m3 x e5m2, Blackwell tcgen05 / RTX Blackwell kind::f8f6f4 pairs;
-A and B are drawn and encoded each in its own format). Left out (see fpscope/profile.py):
-block-scaled MX/NVFP4 instructions, CDNA2, CDNA3, FP64/FP32 FMA chains.
+inputs), AMD CDNA1 (exact block sums), AMD CDNA2 (``Profile.node`` "pairwise": rounded fp32
+products and pair sums with flush to zero; fp16, bf16, bf16_1k) and AMD CDNA3 ("two-stage":
+fp16, bf16, xf32, fp8 / bf8 fnuz and their mixed pairs), and mixed a/b input types
+(``Profile.b_format``: Ada mma.sync and Hopper wgmma e4m3 x e5m2, Blackwell tcgen05 / RTX
+Blackwell kind::f8f6f4 pairs, CDNA3 fp8 x bf8; A and B are drawn and encoded each in its own
+format). They stay "experimental" although most agree with mmasim bit for bit: in fpscope
+"validated" means reproducing recorded hardware outputs (the 22 hw-vectors presets), and no
+MI200 / MI300 recording exists. Beyond the random cases, ``mv.node_cases`` builds hand-made
+cases that one CDNA2 / CDNA3 field decides (F2, the floor of stage 2, c drop, product groups,
+product overflow; input and output flush, the zero sign, -0 results), and
+``test_node_case`` checks that mmasim agrees and the one-field variant does not. Left out (see
+fpscope/profile.py): block-scaled MX/NVFP4 instructions, FP64/FP32 FMA chains.
 """
 
 import importlib.util
@@ -54,7 +71,7 @@ mv = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("mmasim_validation", mv)
 _spec.loader.exec_module(mv)
 
-CASES = 10_000  # per preset (all 80 presets: about 10 s on one CPU core)
+CASES = 10_000  # per preset (all 90 presets: about 20 s on one CPU core)
 
 #: preset -> (matched, cases) with CASES and seed 0, and why.
 KNOWN_MISMATCH = {
@@ -65,6 +82,9 @@ KNOWN_MISMATCH = {
     "cdna1-bf16": (10235, 10240, ("mmasim returns +0 for an exact zero sum of -0 terms (an "
                                   "artifact of its TwoSum normalisation); fpscope keeps IEEE's "
                                   "-0")),
+    "cdna3-bf8": (10187, 10240, ("mmasim's gtr_fdpa drops an Inf / NaN c (the first block's NaN "
+                                 "result included) once products reach 2^25: frexp gives them "
+                                 "exponent 0; fpscope keeps the Inf / NaN")),
 }
 
 #: The validated fp16-output presets whose e_zero is one below mmasim's (module docstring).
@@ -98,14 +118,20 @@ def test_mixed_presets_call_mmasim_with_both_types(monkeypatch):
     encodes B in b's format. fp8 tensors carry their type (torch dtype); fp6 / fp4 ones are
     bytes that the model decodes as its b type: the same cases through the model of a's type
     differ."""
+    import torch
+
     from fpscope.profile import PRESETS
 
     ptx = {"fp8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3",
            "fp4_e2m1": "e2m1"}
+    amd = {"fp8_e4m3fnuz": torch.float8_e4m3fnuz, "fp8_e5m2fnuz": torch.float8_e5m2fnuz}
     mixed = [p for p in mv.MODELS if PRESETS[p].b_format is not None]
     assert len(mixed) >= 8
     for p in mixed:
         op = mv.build_model(p)
+        if p.startswith("cdna"):  # AMD MFMA: torch dtypes (fp8 = e4m3fnuz, bf8 = e5m2fnuz)
+            assert (op.a_type, op.b_type) == tuple(amd[f] for f in PRESETS[p].operand_formats)
+            continue
         assert (op.a_type_ptx, op.b_type_ptx) == tuple(ptx[f] for f in
                                                        PRESETS[p].operand_formats), p
     name = "blackwell-tcgen05-e3m2-e2m3"
@@ -155,6 +181,56 @@ def test_e_zero_observability():
     observable = {p for p in mv.MODELS if mv.e_zero_cases(p)}
     for p in mv.MODELS:
         prof = PRESETS[p]
-        expect = (not prof.lossless and (prof.in_format in ("bf16", "tf32")
-                  or (prof.in_format == "fp16" and prof.out_format == "fp16")))
+        expect = (prof.node == "fused" and not prof.lossless
+                  and (prof.in_format in ("bf16", "tf32")
+                       or (prof.in_format == "fp16" and prof.out_format == "fp16")))
         assert (p in observable) == expect, p
+
+
+NODE_PRESETS = [p for p in mv.MODELS if mv.node_cases(p)]
+
+
+def test_every_cdna2_cdna3_preset_has_node_cases():
+    from fpscope.profile import PRESETS
+
+    assert NODE_PRESETS == [p for p in mv.MODELS if PRESETS[p].node != "fused"]
+    assert len(NODE_PRESETS) == 10
+    for p in NODE_PRESETS:  # the cases the formats allow (fp16 / fp8: no overflow, ...)
+        labels = {c[0] for c in mv.node_cases(p)}
+        if PRESETS[p].node == "two-stage":
+            assert {"F2 keeps 2^-31", "F2 cuts 2^-32", "floor2", "c drop", "groups"} <= labels
+        else:
+            assert {"flush_inputs", "zero sign"} <= labels
+
+
+@pytest.mark.parametrize("preset", NODE_PRESETS)
+def test_node_case(preset):
+    """Hand-made cases that one CDNA2 / CDNA3 field decides: mmasim gives fpscope's bits, and
+    fpscope with that field changed gives other bits (so the field is seen, not assumed)."""
+    for label, d_sim, d_fp, d_var in mv.node_probe(preset):
+        assert d_sim == d_fp, f"{label}: mmasim {d_sim:x}, fpscope {d_fp:x}"
+        assert d_var != d_fp, f"{label}: the case does not decide its field"
+
+
+def test_cdna3_bf8_mmasim_drops_a_non_finite_c():
+    """KNOWN_MISMATCH's cdna3-bf8: 16 products 2^15 * 2^15 = 2^30 each and c = Inf / NaN.
+    mmasim's gtr_fdpa drops c (exponent -1 < 30 - 25) and returns 2^34; fpscope and mmasim's
+    tr_fdpa (the bf16 instruction, same products) keep the Inf / NaN."""
+    import math
+
+    import torch
+    from mmasim.arithmetic import fdpa as mfdpa
+
+    from fpscope.emulate.reference import fdpa
+    from fpscope.profile import PRESETS
+
+    a = torch.full((1, 16), 2.0**15)
+    for c in (math.inf, math.nan):
+        ct = torch.tensor([c])
+        d8 = mfdpa.gtr_fdpa(a.to(torch.float8_e5m2fnuz), a.to(torch.float8_e5m2fnuz), ct, 24, 31,
+                            "RNE-FP32")
+        d16 = mfdpa.tr_fdpa(a.to(torch.bfloat16), a.to(torch.bfloat16), ct, 24, 31, "RNE-FP32")
+        assert float(d8[0]) == 2.0**34
+        assert math.isnan(float(d16[0])) if math.isnan(c) else float(d16[0]) == c
+        got = fdpa([2.0**15] * 32, [2.0**15] * 32, c, PRESETS["cdna3-bf8"])
+        assert math.isnan(got) if math.isnan(c) else got == c

@@ -38,3 +38,23 @@ def test_probing_mmasim_wgmma_fp8_fp16out_differs_from_the_mma_sync_preset():
     (bit-exact against the model) and report where it differs from fpscope's mma.sync preset."""
     r = pm.run("hopper-e5m2-fp16out", cases=2048)
     assert r["accepted"] and {"block_size", "c_entry"} <= set(r["differs"])
+
+
+def test_cdna2_cdna3_models_are_skipped_with_a_reason(capsys, monkeypatch):
+    """The probes assemble fused profiles: scripts/probe_mmasim.py lists the CDNA2 ("pairwise")
+    and CDNA3 ("two-stage") models as skipped, with the reason, instead of failing them."""
+    from fpscope.profile import PRESETS
+
+    nodes = {PRESETS[n].node for n in pm.MODELS if PRESETS[n].node != "fused"}
+    assert nodes == set(pm.SKIPPED_NODES) == {"pairwise", "two-stage"}
+    fused = [n for n in pm.MODELS if PRESETS[n].node == "fused"]
+    ran = []
+    monkeypatch.setattr(pm, "run", lambda name, cases, seed: ran.append(name) or {
+        "accepted": True, "fits": True, "matched": 1, "cases": 1, "seconds": 0.0,
+        "differs": [], "reason": ""})
+    assert pm.main(["--cases", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ran == fused
+    for n in pm.MODELS:
+        if PRESETS[n].node != "fused":
+            assert f"{n} " in out and "skipped" in out.split(f"{n} ")[1].splitlines()[0]

@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
         "profiles", help="list the matrix-unit arithmetic presets",
         description="List the node-arithmetic presets of matrix-unit instructions, with their "
         "status: validated (reproduces recorded hardware outputs bit for bit, evidence named) or "
-        "experimental.",
+        "experimental. F: fraction bits of the alignment window ('exact': never cuts; 'F/F2': "
+        "AMD CDNA3's two-stage node; '-': AMD CDNA2's pairwise node, no window).",
         epilog="examples:\n  fpscope profiles\n  fpscope profiles --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     pr.add_argument("--format", default="text", choices=["text", "json"])
@@ -728,8 +729,9 @@ def cmd_profiles(args) -> int:
         steps = p.k // p.block_size
         shape = f"{p.block_size}" + (f" x {steps}" if steps > 1 else "")
         inputs = p.in_format if p.b_format is None else f"{p.in_format} x {p.b_format}"
-        table.add_row(p.name, inputs, p.out_format, shape,
-                      "exact" if p.lossless else str(p.frac_bits),
+        F = ("exact" if p.lossless else "-" if p.node == "pairwise"  # pairwise: no window
+             else f"{p.frac_bits}/{p.frac_bits2}" if p.node == "two-stage" else str(p.frac_bits))
+        table.add_row(p.name, inputs, p.out_format, shape, F,
                       " ".join(p.step_rounding), p.status,
                       escape(p.evidence.removeprefix("hw-vectors ").replace(": ", " ") or "-"))
     _console().print(table)

@@ -331,13 +331,14 @@ def diff_trees(a: Side, b: Side, seed: int = 0) -> DiffResult:
 # -- profiles ------------------------------------------------------------------------------------
 
 def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> DiffResult:
-    """Compare the arithmetic of two profiles: the first differing field (in the Profile's field
-    order, names and evidence ignored) and a witness from random differential testing with the
-    generators of :mod:`fpscope.probes.validate` (a shrunk one when both take the same k)."""
+    """Compare the arithmetic of two profiles: the first differing field (the node kind first,
+    then the Profile's field order, names and evidence ignored) and a witness from random
+    differential testing with the generators of :mod:`fpscope.probes.validate` (a shrunk one
+    when both take the same k)."""
     import dataclasses
 
-    changed = [f.name for f in dataclasses.fields(Profile)
-               if f.name not in _LABELS and getattr(a, f.name) != getattr(b, f.name)]
+    names = sorted((f.name for f in dataclasses.fields(Profile)), key=lambda n: n != "node")
+    changed = [n for n in names if n not in _LABELS and getattr(a, n) != getattr(b, n)]
     if not changed:
         res = DiffResult("profile", "same arithmetic", True)
         if a.name != b.name:

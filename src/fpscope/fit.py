@@ -147,7 +147,8 @@ class FitResult:
         lines = [f"best profile: L={p.block_size} x {p.stages} (k={p.k}), F={p.frac_bits}, "
                  f"alignment {p.alignment}, e_zero {p.e_zero}, step {'-'.join(p.step_rounding)}"
                  + (f", output {'-'.join(p.output_rounding)}" if p.output_rounding else "")
-                 + (f", c {p.c_entry}" if p.c_entry != "first" else ""),
+                 + (f", c {p.c_entry}" if p.c_entry != "first" else "")
+                 + _node_text(p),
                  f"reproduces {self.matched}/{self.total} samples bit for bit"
                  + ("" if self.exact else "  (NOT exact)")]
         for name, values in self.consistent.items():
@@ -208,6 +209,17 @@ class _Scorer:
             bits = encode(np.where(nan, 0.0, got), self.fout).astype(np.int64)
         ok = np.where(nan, self.nan[rows], (bits == self.d[rows]) & ~self.nan[rows])
         return np.flatnonzero(~ok)
+
+
+def _node_text(p: Profile) -> str:
+    """The AMD CDNA2 / CDNA3 node of a fitted profile (a preset seed), "" for the fused node."""
+    if p.node == "pairwise":
+        return f", node pairwise (F not read; zeros read as {p.input_zero_sign})"
+    if p.node == "two-stage":
+        return (f", node two-stage (F2={p.frac_bits2}, {p.alignment2}, "
+                f"{p.product_groups} product group(s), c drop {p.c_drop_bits}, "
+                f"product overflow {p.product_overflow})")
+    return ""
 
 
 def _divisors(K: int) -> list[int]:

@@ -16,10 +16,19 @@ Mixed input formats (``b_format``): a product's significand ``s_a * s_b`` still 
 and its exponent is ``e_a + e_b``, each operand decoded in its own format (its own precision
 and subnormal exponent ``emin``); nothing else of the node arithmetic changes.
 
+Node kinds (``node``): "fused" is the one fused step above (every NVIDIA preset, AMD CDNA1).
+"pairwise" (AMD CDNA2) rounds every product and every addition of a balanced tree over the block
+to the step format, then adds the tree to c in one more rounding. "two-stage" (AMD CDNA3) sums
+the products in a fused step of their own (cut at F below their largest exponent), then aligns
+that sum with c at a second precision F2 and rounds the result in three cuts (see
+:class:`Profile`, ``frac_bits2``). The fields that only these kinds read keep their defaults in
+a fused profile.
+
 JSON schema "fpscope.profile/1": an object with "schema" and exactly the dataclass fields;
 ``step_rounding`` and ``output_rounding`` are ``[format, mode]`` pairs (or null). Optional fields
 missing from the object take their defaults (a profile written before ``b_format`` existed
-reads as a same-format profile).
+reads as a same-format profile; one written before ``node`` and the CDNA2 / CDNA3 fields
+existed reads as the fused node it describes).
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ STATUSES = ("validated", "experimental")
 OPERAND_CONVERSIONS = ("truncate", "round")
 C_ENTRIES = ("first", "last")
 SPLIT_K_ORDERS = ("serial", "pairwise")
+NODES = ("fused", "pairwise", "two-stage")
+INPUT_ZERO_SIGNS = ("keep", "positive")
 
 
 def resolve_format(name: str) -> Format:
@@ -113,6 +124,54 @@ class Profile:
             stored as None, so a profile has one spelling. Each operand is decoded, checked
             (values are never re-rounded) and, under ``operand_conversion``, reduced in its own
             format; :attr:`operand_formats` gives the pair.
+        node: the node arithmetic of a block (module docstring):
+
+            * "fused" (default): ``rho(sum_i a_i * b_i + c)`` in the window of ``frac_bits``, as
+              above.
+            * "pairwise": every product ``a_i * b_i`` is rounded with ``step_rounding``; the L
+              rounded products (L a power of two) are added in a balanced tree of adjacent
+              pairs, ``((p0 + p1) + (p2 + p3)) + ...``, each addition rounded with
+              ``step_rounding``; then ``d = rho(c + tree)``. ``flush_outputs`` flushes every
+              product and every sum to a zero of its sign; NaN and Inf follow IEEE 754 (Inf
+              times 0, a flushed subnormal included, is NaN); an exact zero sum is +0 unless
+              both addends are -0. ``frac_bits`` and ``alignment`` are not read (presets: 0,
+              "truncate"); ``e_zero`` must be None. Source: mmasim
+              ``arithmetic/ftz_mul_add.py: MMA_FTZ_MUL_ADD(P)`` (AMD CDNA2, L = P: fp32
+              products, ``ftz_add`` of pairs, then of the pair sums, then c).
+            * "two-stage": (1) the block's nonzero products (a zero product never joins a
+              maximum) are cut at ``2^(e_p - F)`` with ``alignment``, e_p the largest product
+              exponent, and summed exactly; with ``product_groups`` G > 1, each interleaved
+              group (product j of the block in group j mod G) is summed so against its own
+              maximum, and the G sums are cut at ``2^(e_dot - F)`` with ``alignment2`` (e_dot:
+              the largest group maximum) and added; with G = 1, e_dot = e_p. (2) ``e2 =
+              max(e_dot, e_c)``, e_c c's exponent (``max(floor(log2|c|), emin)``; a zero c
+              takes ``e_zero``, None: left out; no nonzero product and no e_c: d = +0); c is
+              read as zero when ``e_c < e2 - c_drop_bits``; the dot is cut at ``2^(e2 - F2 -
+              1)`` and c at ``2^(e2 - F)``, both with ``alignment2``, and added exactly to S.
+              (3) S is cut at ``2^(max(floor(log2|S|), emin_step) - F2)`` with ``alignment2``
+              (F2 fraction bits; ``emin_step`` the step format's emin). (4) rho
+              (``step_rounding``). An exact zero S is +0. Source: mmasim ``arithmetic/fdpa.py:
+              tr_fdpa`` (``MMA_TR_FDPA``, G = 1) and ``gtr_fdpa`` (``MMA_GTR_FDPA``, G = 2), AMD
+              CDNA3: F = 24, F2 = 31, floor (``torch.floor``), rho RNE to fp32.
+        frac_bits2: F2 of the "two-stage" node; None for the other nodes.
+        alignment2: the cut of the "two-stage" node's stages 2 and 3 and of its group sums (one
+            of ``ALIGNMENTS``; CDNA3: "floor", toward -inf); None for the other nodes.
+        product_groups: G, the interleaved product groups of the "two-stage" node's first
+            stage (1: one group; 2: even and odd products, mmasim ``gtr_fdpa``, CDNA3 fp8); 1
+            for the other nodes; it divides ``block_size``.
+        c_drop_bits: "two-stage" node: c is read as zero when its exponent is below
+            ``e2 - c_drop_bits`` (mmasim ``gtr_fdpa``: ``s_c[e_c < e_max - F - 1] = 0``, so
+            F + 1 = 25); None: c is always cut at ``2^(e2 - F)``.
+        product_overflow: a format name: a product of finite operands with ``|a * b| >=
+            2^(emax + 1)`` of that format is +-Inf, and the block is Inf or NaN as with an Inf
+            operand (mmasim ``tr_fdpa``: ``overflow = (|s| >= 2) + e >= 128``, "fp32"); None:
+            products are exact. Not for the "pairwise" node (its products are rounded with
+            ``step_rounding``, overflow included).
+        input_zero_sign: "keep" (default): a zero a, b or c (and a subnormal flushed under
+            ``flush_inputs``) keeps its sign; "positive": it is read as +0, so a zero product
+            has the sign of the other operand (mmasim CDNA2 ``flush_subnormal(x,
+            keep_sign=False)`` on a, b and c). It applies to the instruction's c, not to the
+            results chained between blocks.
     """
 
     name: str
@@ -140,6 +199,13 @@ class Profile:
     status: str = "experimental"
     evidence: str = ""
     b_format: str | None = None
+    node: str = "fused"
+    frac_bits2: int | None = None
+    alignment2: str | None = None
+    product_groups: int = 1
+    c_drop_bits: int | None = None
+    product_overflow: str | None = None
+    input_zero_sign: str = "keep"
 
     def __post_init__(self):
         if isinstance(self.step_rounding, list):
@@ -197,6 +263,64 @@ class Profile:
                              f"not {pi!r}")
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; known: {STATUSES}")
+        self._check_node()
+
+    def _check_node(self) -> None:
+        """The node kind and the fields only some kinds read (class docstring)."""
+        node = self.node
+        if node not in NODES:
+            raise ValueError(f"unknown node {node!r}; known: {NODES}")
+        if self.input_zero_sign not in INPUT_ZERO_SIGNS:
+            raise ValueError(f"unknown input_zero_sign {self.input_zero_sign!r}; known: "
+                             f"{INPUT_ZERO_SIGNS}")
+        if self.product_overflow is not None:
+            if not isinstance(self.product_overflow, str):
+                raise ValueError(f"product_overflow must be a format name or None, not "
+                                 f"{self.product_overflow!r}")
+            resolve_format(self.product_overflow)
+        g = self.product_groups
+        if not isinstance(g, int) or isinstance(g, bool) or g < 1:
+            raise ValueError(f"product_groups must be a positive integer, not {g!r}")
+        two = node == "two-stage"
+        if not two:
+            for f in ("frac_bits2", "alignment2", "c_drop_bits"):
+                if getattr(self, f) is not None:
+                    raise ValueError(f"{f} is read by the two-stage node only; the {node} node "
+                                     f"takes None")
+            if g != 1:
+                raise ValueError(f"product_groups is read by the two-stage node only; the {node} "
+                                 f"node takes 1")
+        if node != "fused" and self.c_entry != "first":
+            raise ValueError(f"c_entry 'last' is modelled for the fused node only, not {node}")
+        if node == "pairwise":
+            L = self.block_size
+            if L & (L - 1):
+                raise ValueError(f"the pairwise node adds a balanced tree: block_size must be a "
+                                 f"power of two, not {L}")
+            if self.e_zero is not None:
+                raise ValueError("the pairwise node has no alignment window: e_zero must be None")
+            if self.product_overflow is not None:
+                raise ValueError("the pairwise node rounds its products with step_rounding: "
+                                 "product_overflow must be None")
+        if two:
+            F2 = self.frac_bits2
+            if not isinstance(F2, int) or isinstance(F2, bool) or F2 < 0:
+                raise ValueError(f"the two-stage node needs frac_bits2 (F2), a non-negative "
+                                 f"integer, not {F2!r}")
+            if self.frac_bits > F2 + 1:
+                raise ValueError(f"the two-stage node cuts c at 2^(e2 - F) and the dot at "
+                                 f"2^(e2 - F2 - 1): F ({self.frac_bits}) must not exceed "
+                                 f"F2 + 1 ({F2 + 1})")
+            if self.alignment2 not in ALIGNMENTS:
+                raise ValueError(f"the two-stage node needs alignment2, one of {ALIGNMENTS}, "
+                                 f"not {self.alignment2!r}")
+            if self.block_size % g:
+                raise ValueError(f"product_groups ({g}) must divide block_size "
+                                 f"({self.block_size})")
+            cd = self.c_drop_bits
+            if cd is not None and (not isinstance(cd, int) or isinstance(cd, bool) or cd < 0):
+                raise ValueError(f"c_drop_bits must be a non-negative integer or None, not "
+                                 f"{cd!r}")
 
     @property
     def stages(self) -> int:
@@ -214,7 +338,10 @@ class Profile:
         That is ``frac_bits >= lossless_frac_bits(...)`` for the input formats and every format
         c arrives in (out_format; the step format for chained blocks): each block is then the
         exact sum rounded once by rho (AMD CDNA1, mmasim ``arithmetic/fdpa.py: e_fdpa``).
+        Always False for the "pairwise" and "two-stage" nodes (they round inside a block).
         """
+        if self.node != "fused":
+            return False
         c_formats = {self.out_format, self.step_rounding[0]}
         return self.frac_bits >= max(lossless_frac_bits(self.in_format, c, self.b_format)
                                      for c in c_formats)
@@ -367,13 +494,8 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
 #   fp8, m8n8k4 on Turing): the same arithmetic with L = k; ``m8n8k4.f32.f16.f16.f16`` (fp16 c,
 #   fp32 d): c and d formats differ;
 # * FP64 mma and AMD FP32/FP64 MFMA (``fma.MMA_FMA``): chains of IEEE FMAs, exact rounding of
-#   a*b + c needs the whole exponent range of fp64 (not a fused block);
-# * AMD CDNA2 (``ftz_mul_add.MMA_FTZ_MUL_ADD``): fp32 products, a tree of RNE fp32 additions with
-#   flush to zero (several roundings per block, not one);
-# * AMD CDNA3 (``fdpa.MMA_TR_FDPA``, ``MMA_GTR_FDPA``): products truncated at F = 24 below their
-#   own maximum (zeros left out), then aligned with c by floor at 2^(e_max - 32) (sum) and
-#   2^(e_max - 24) (c), floored to 31 fraction bits, then RNE-FP32; fp8 sums odd and even
-#   products apart first: a two-stage structure the single fused step does not have.
+#   a*b + c needs the whole exponent range of fp64 (not a fused block).
+# AMD CDNA2 and CDNA3 are below (the "pairwise" and "two-stage" nodes).
 _NV_FP8 = (("e4m3", "fp8_e4m3fn"), ("e5m2", "fp8_e5m2"))
 _NV_F8F6F4 = _NV_FP8 + (("e3m2", "fp6_e3m2"), ("e2m3", "fp6_e2m3"), ("e2m1", "fp4_e2m1"))
 
@@ -427,6 +549,65 @@ _MMASIM_PRESETS += [
     _p("cdna1-bf16", "cdna1", "bf16", 2, 8, lossless_frac_bits("bf16", "fp32"), None,
        step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False),
 ]
+
+# AMD CDNA2 (MI200) v_mfma f32 <- fp16 / bf16: mmasim amd/sim.py ``MFMA`` builds
+# ``arithmetic/ftz_mul_add.py: MMA_FTZ_MUL_ADD(P)``, P = 2 for the bf16 instructions without
+# the _1k suffix and 4 otherwise (fp16, bf16_1k). Per group of P products: ``ftz_mul`` (inputs
+# whose magnitude is below the format's smallest normal, zeros included, become +0; the fp32
+# product, RNE, flushed to a zero of its sign below 2^-126), ``ftz_add`` (fp32 RNE addition,
+# flushed the same way) of p0 + p1 (and p2 + p3, then the two sums), then c = ftz_add(c, sum);
+# c is flushed to +0 first. The "pairwise" node with L = P, step RNE to fp32, flush_inputs and
+# flush_outputs, input_zero_sign "positive" (NUMERICS.md section 2's "pairwise fp32 RNE adds in
+# groups, flush-to-zero in and out"); mmasim keeps a -0 that a flushed negative sum makes
+# (neg_zero_to_pos False). NaN: mmasim returns torch's NaN; 0x7FC00000 is fpscope's choice,
+# unverified. k: v_mfma_f32_16x16x16f16, v_mfma_f32_16x16x8bf16, v_mfma_f32_16x16x16bf16_1k.
+#
+# AMD CDNA3 (MI300) v_mfma f32 <- fp16 / bf16 / xf32 / fp8 / bf8: ``arithmetic/fdpa.py``
+# ``MMA_TR_FDPA(F=24, F2=31, rho="RNE-FP32", L_max)`` (L_max 8 for fp16 / bf16, 4 for xf32;
+# xf32 operands are fp32 values with the 13 low bits cleared, ``truncate_fp32_to_tf32``) and
+# ``MMA_GTR_FDPA(F=24, F2=31, rho="RNE-FP32", L_max=16)`` for fp8 (e4m3fnuz) / bf8 (e5m2fnuz),
+# mixed pairs included. The "two-stage" node (Profile docstring): products truncated at F = 24
+# below their own maximum (zero products left out, mmasim's -999), fp8 in even / odd groups
+# summed apart (product_groups 2) and the two sums floored at 2^(e_dot - 24); then the sum
+# floored at 2^(e2 - 32), c floored at 2^(e2 - 24) (fp8: c dropped below 2^(e2 - 25),
+# c_drop_bits 25), the result floored to 31 fraction bits and rounded to fp32 nearest-even.
+# A product of magnitude 2^128 or more is +-Inf (``tr_fdpa``'s overflow rule; product_overflow
+# "fp32"; ``gtr_fdpa`` has none, fp8 products cannot reach it). Where NUMERICS.md section 2 says
+# "c and sums rounded toward -inf at 31 bits", mmasim floors the dot at 32 bits (F2 + 1) below
+# 2^e2, c at 24 (F) and the normalised sum at 31 (F2): mmasim decides. "No e_zero": a zero c
+# takes exponent -126 in mmasim (``frexp_and_normalize`` gives zeros the subnormal exponent), so
+# e_zero = -126 here; it cannot change an output (a zero c matters only when every product lies
+# below 2^-126, where stage 3's cut at 2^(max(E, -126) - 31) is coarser than stage 2's at
+# 2^(-126 - 32) and nested floors at nested grids are one floor). mmasim keeps the -0 that
+# rounding a tiny negative sum to fp32 makes (neg_zero_to_pos False); NaN 0x7FFFFFFF.
+# k: v_mfma_f32_16x16x16_f16 / _bf16, v_mfma_f32_16x16x8_xf32, v_mfma_f32_16x16x32_fp8_fp8 (and
+# _bf8_bf8, _fp8_bf8, _bf8_fp8).
+#
+# Agreement (scripts/mmasim_validation.py --cases 100000 --sensitivity, seed 0;
+# records/mmasim-validation-cdna.txt): 9 of the 10 agree with mmasim 2.1.1 bit for bit on
+# 101,120 cases each. cdna3-bf8 differs on 650: mmasim drops an Inf or NaN c (the first block's
+# NaN result included) once the products reach 2^25, since its frexp gives Inf / NaN exponent -1
+# and ``gtr_fdpa`` zeroes a c below 2^(e2 - 25); fpscope returns the Inf / NaN, as mmasim's
+# ``tr_fdpa`` and every other preset do (tests/test_mmasim_oracle.py pins the 10^4 count).
+# cdna3-xf32 shares the tf32 NaN-payload difference of every tf32 preset (mmasim clears the
+# 13 low bits of an fp32 NaN, leaving Inf); that sample does not hit it. Hand-made cases
+# (mmasim_validation.node_cases) confirm F2, the stage-2 floor, c_drop_bits, product_groups,
+# product_overflow, the flushes, input_zero_sign and -0 results against mmasim.
+_CDNA2 = {"node": "pairwise", "step": _RNE32, "flush_inputs": True, "flush_outputs": True,
+          "input_zero_sign": "positive", "neg_zero_to_pos": False, "nan_bits": 0x7FC00000}
+_CDNA3 = {"node": "two-stage", "frac_bits2": 31, "alignment2": "floor", "step": _RNE32,
+          "neg_zero_to_pos": False}
+_CDNA3_FP8 = {**_CDNA3, "product_groups": 2, "c_drop_bits": 25}
+_MMASIM_PRESETS += [
+    _p("cdna2-fp16", "cdna2", "fp16", 4, 16, 0, None, **_CDNA2),
+    _p("cdna2-bf16", "cdna2", "bf16", 2, 8, 0, None, **_CDNA2),
+    _p("cdna2-bf16-1k", "cdna2", "bf16", 4, 16, 0, None, **_CDNA2),
+    _p("cdna3-fp16", "cdna3", "fp16", 8, 16, 24, -126, product_overflow="fp32", **_CDNA3),
+    _p("cdna3-bf16", "cdna3", "bf16", 8, 16, 24, -126, product_overflow="fp32", **_CDNA3),
+    _p("cdna3-xf32", "cdna3", "tf32", 4, 8, 24, -126, product_overflow="fp32", **_CDNA3),
+    _p("cdna3-fp8", "cdna3", "fp8_e4m3fnuz", 16, 32, 24, -126, **_CDNA3_FP8),
+    _p("cdna3-bf8", "cdna3", "fp8_e5m2fnuz", 16, 32, 24, -126, **_CDNA3_FP8),
+]
 PRESETS.update((p.name, p) for p in _MMASIM_PRESETS)
 
 # -- mixed a/b input formats (``b_format``; experimental, from mmasim's models) ---------------
@@ -449,7 +630,7 @@ PRESETS.update((p.name, p) for p in _MMASIM_PRESETS)
 # (mma.sync) or 102,400 (wgmma, tcgen05) cases, A and B drawn and encoded each in its own
 # format; F +-1, L / 2, the step rounding, the alignment and flush_inputs each change outputs
 # (e_zero is not observable with these formats, as for the same-format fp8 / fp6 / fp4 presets).
-_NV_SHORT = dict(_NV_F8F6F4)
+_NV_SHORT = dict(_NV_F8F6F4, fp8="fp8_e4m3fnuz", bf8="fp8_e5m2fnuz")  # AMD's fp8 / bf8: fnuz
 
 
 def _mixed(prefix: str, a: str, b: str, fp16out: bool = False) -> Profile:
@@ -469,6 +650,9 @@ _MIXED_PRESETS = [
     _mixed("rtx-blackwell", "e4m3", "e5m2"),
     _mixed("rtx-blackwell", "e5m2", "e2m1"),
     _mixed("rtx-blackwell", "e2m3", "e3m2", fp16out=True),
+    # AMD CDNA3 v_mfma_f32_16x16x32_fp8_bf8 / _bf8_fp8 (mmasim MMA_GTR_FDPA, as fp8_fp8)
+    _mixed("cdna3", "fp8", "bf8"),
+    _mixed("cdna3", "bf8", "fp8"),
 ]
 PRESETS.update((p.name, p) for p in _MIXED_PRESETS)
 

@@ -93,8 +93,18 @@ def unsupported(profile: Profile) -> str | None:
     The kernel handles the fields of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS``
     (any other field must hold its default) except: ``neg_zero_to_pos=False`` (the sign of an exact zero sum is
     not tracked), ``F > 28`` (one cut product may not fit int32), input formats wider than 24
-    significand bits, and rounding formats outside float64's normal range.
+    significand bits, and rounding formats outside float64's normal range. It runs the fused
+    node only: "pairwise" (AMD CDNA2) and "two-stage" (AMD CDNA3) profiles, and the fields only
+    they or a fused variant of them set (``product_overflow``, ``input_zero_sign``), go to the
+    numpy engine.
     """
+    if profile.node != "fused":
+        return (f"the {profile.node} node (AMD CDNA2/CDNA3 arithmetic) runs on the numpy engine "
+                f"only")
+    if profile.product_overflow is not None:
+        return "product_overflow (products that overflow to Inf) runs on the numpy engine only"
+    if profile.input_zero_sign != "keep":
+        return "input_zero_sign 'positive' runs on the numpy engine only"
     for f in dataclasses.fields(profile):  # a field added after the kernel was written
         if f.name not in _KNOWN_FIELDS and getattr(profile, f.name) != f.default:
             return f"the kernel does not model the profile field {f.name!r}"

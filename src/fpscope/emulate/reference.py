@@ -20,11 +20,21 @@ Steps of one fused block (``d = rho(sum_i a_i * b_i + c)``):
 ``k / block_size`` blocks chain: the rounded result of one block is the c of the next.
 ``profile.k_order`` permutes the products first; with ``profile.c_entry == "last"`` the first
 block starts from +0 and c is added after the last block in one more rounding ``rho(d + c)``.
+
+The other node kinds (``profile.node``; :class:`fpscope.profile.Profile` gives their sources):
+
+* "pairwise" (AMD CDNA2, :func:`pairwise_block`): IEEE 754 arithmetic on values, each product
+  and each addition computed exactly (``fractions.Fraction``) and rounded once by rho, in a
+  balanced tree over the block, then c + tree;
+* "two-stage" (AMD CDNA3, :func:`two_stage_block`): the products' fused sum (per interleaved
+  group, then the groups), then that sum and c aligned and added, then one more cut and rho;
+  every step on Python integers as above.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -78,8 +88,19 @@ def _rho(x: float, rounding: tuple, profile: Profile) -> float:
     return r
 
 
-def _special(prods, c: float):
-    """NaN / +-Inf result of a block with non-finite operands, or None if all are finite."""
+def _overflow_threshold(profile: Profile) -> float | None:
+    """``2^(emax + 1)`` of ``profile.product_overflow`` (None: products never overflow)."""
+    if profile.product_overflow is None:
+        return None
+    return math.ldexp(1.0, resolve_format(profile.product_overflow).emax + 1)
+
+
+def _special(prods, c: float, overflow: float | None = None):
+    """NaN / +-Inf result of a block with non-finite operands, or None if all are finite.
+
+    ``overflow``: a finite product of at least this magnitude counts as an Inf of its sign
+    (``profile.product_overflow``).
+    """
     infs = []
     if math.isnan(c):
         return math.nan
@@ -92,6 +113,8 @@ def _special(prods, c: float):
             if x == 0 or y == 0:
                 return math.nan  # Inf * 0
             infs.append(math.copysign(math.inf, x) * math.copysign(1.0, y))
+        elif overflow is not None and abs(Fraction(x) * Fraction(y)) >= overflow:
+            infs.append(math.copysign(math.inf, x) * math.copysign(1.0, y))
     if not infs:
         return None
     if any(v > 0 for v in infs) and any(v < 0 for v in infs):
@@ -99,32 +122,50 @@ def _special(prods, c: float):
     return infs[0]
 
 
-def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None) -> float:
-    """One fused step: ``rho(sum_i a_i * b_i + c)`` over one block (any length).
+def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None,
+               chained: bool | None = None) -> float:
+    """One step of the profile's node (``profile.node``) over one block (any length).
+
+    Fused node: ``rho(sum_i a_i * b_i + c)``; "pairwise": :func:`pairwise_block`;
+    "two-stage": :func:`two_stage_block`.
 
     ``c_format``: the format c is decoded in (its subnormal exponent); default the profile's
     out_format (chained steps pass the step format: c is then the previous step's result).
+    ``chained``: c is a previous step's result, not the instruction's c (``input_zero_sign``
+    and the pairwise node's input flush apply to the instruction's c only); default: whether
+    ``c_format`` is given.
     """
+    if chained is None:
+        chained = c_format is not None
+    if profile.node == "pairwise":
+        return pairwise_block(a, b, c, profile, c_format, chained)
+    if profile.node == "two-stage":
+        return two_stage_block(a, b, c, profile, c_format)
     rounding = profile.step_rounding
     fa, fb = (resolve_format(f) for f in profile.operand_formats)
     fc = resolve_format(c_format or profile.out_format)
     prods = list(zip(a, b))
-    special = _special(prods, c)
+    special = _special(prods, c, _overflow_threshold(profile))
     if special is not None:
         return special if not math.isnan(special) else math.nan
+    positive = profile.input_zero_sign == "positive"  # zero operands read as +0
     terms = []  # (sign, integer significand, weight exponent of its last bit, leading exponent)
     for x, y in prods:
         sx, nx, ex = _decode(x, fa, profile.flush_inputs)
         sy, ny, ey = _decode(y, fb, profile.flush_inputs)
+        if positive:
+            sx, sy = (1 if nx == 0 else sx), (1 if ny == 0 else sy)
         if nx == 0 or ny == 0:
             terms.append((sx * sy, 0, 0, profile.e_zero))
         else:
             terms.append((sx * sy, nx * ny, ex + ey - (fa.p - 1) - (fb.p - 1), ex + ey))
     sc, nc, ec = _decode(c, fc, profile.flush_inputs)
+    if positive and nc == 0 and not chained:
+        sc = 1
     terms.append((sc, nc, 0, profile.e_zero) if nc == 0 else (sc, nc, ec - (fc.p - 1), ec))
     exps = [t[3] for t in terms if t[3] is not None]
     if not exps:
-        return 0.0 if profile.neg_zero_to_pos else _rho(math.copysign(0.0, c), rounding, profile)
+        return 0.0 if profile.neg_zero_to_pos else _rho(math.copysign(0.0, sc), rounding, profile)
     lsb = max(exps) - profile.frac_bits
     total = sum(_cut(n, w - lsb, s, profile.alignment) for s, n, w, _ in terms if n)
     if total == 0:
@@ -133,6 +174,119 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None) ->
         neg = signs == {-1}
         return _rho(-0.0 if neg else 0.0, rounding, profile)
     return _rho(_to_float_odd(total, lsb), rounding, profile)
+
+
+def _sign(t: int) -> int:
+    return -1 if t < 0 else 1
+
+
+def _odd(q: Fraction) -> float:
+    """A dyadic rational (a sum or product of floats) as a float64 rounded to odd."""
+    return _to_float_odd(q.numerator, 1 - q.denominator.bit_length())
+
+
+def pairwise_block(a, b, c: float, profile: Profile, c_format: str | None = None,
+                   chained: bool = False) -> float:
+    """The "pairwise" node over one block: ``rho(c + tree)`` (AMD CDNA2).
+
+    Each product ``a_i * b_i`` is rounded by rho (``step_rounding``, subnormal results
+    flushed to a zero of their sign under ``flush_outputs``); the L products are added in a
+    balanced tree of adjacent pairs, every addition rounded by rho; then c is added, rounded by
+    rho. Inputs below their format's smallest normal are read as zeros under ``flush_inputs``
+    (a, b, and c unless ``chained``), and zeros as +0 under ``input_zero_sign="positive"``.
+    Every operation is IEEE 754's on values: the exact result (``Fraction``) rounded once;
+    Inf * 0 and Inf - Inf are NaN, an exact zero sum is -0 only for (-0) + (-0).
+    Source: mmasim 2.1.1 ``arithmetic/ftz_mul_add.py: MMA_FTZ_MUL_ADD``.
+    """
+    rounding = profile.step_rounding
+    fa, fb = (resolve_format(f) for f in profile.operand_formats)
+    fc = resolve_format(c_format or profile.out_format)
+
+    def read(x: float, fmt: Format) -> float:
+        if profile.flush_inputs and abs(x) < fmt.min_normal:  # NaN compares False
+            x = math.copysign(0.0, x)
+        if x == 0 and profile.input_zero_sign == "positive":
+            x = 0.0
+        return x
+
+    def mul(x: float, y: float) -> float:
+        if not (math.isfinite(x) and math.isfinite(y)) or x == 0 or y == 0:
+            return _rho(x * y, rounding, profile)  # IEEE specials and signed zeros, exact
+        return _rho(_odd(Fraction(x) * Fraction(y)), rounding, profile)
+
+    def add(x: float, y: float) -> float:
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return _rho(x + y, rounding, profile)
+        exact = Fraction(x) + Fraction(y)
+        if exact == 0:
+            return _rho(x + y, rounding, profile)  # an exact zero: IEEE's sign
+        return _rho(_odd(exact), rounding, profile)
+
+    level = [mul(read(x, fa), read(y, fb)) for x, y in zip(a, b)]
+    while len(level) > 1:
+        level = [add(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    c = c if chained else read(c, fc)
+    return add(c, level[0])
+
+
+def two_stage_block(a, b, c: float, profile: Profile, c_format: str | None = None) -> float:
+    """The "two-stage" node over one block (AMD CDNA3; :class:`~fpscope.profile.Profile`).
+
+    F = ``frac_bits``, F2 = ``frac_bits2``, G = ``product_groups``. Stage 1: the nonzero
+    products of each interleaved group (product j in group j mod G) are cut at ``2^(e_g - F)``
+    (``alignment``) and summed; the group sums are cut at ``2^(e_dot - F)`` (``alignment2``) and
+    added. Stage 2: with ``e2 = max(e_dot, e_c)`` (a zero c takes ``e_zero``), the dot is cut at
+    ``2^(e2 - F2 - 1)`` and c at ``2^(e2 - F)`` (``alignment2``; c read as zero below
+    ``2^(e2 - c_drop_bits)``), and they are added. Stage 3: the sum is cut to F2 fraction bits
+    below its leading bit (at least the step format's emin). Then rho. An exact zero is +0.
+    NaN / Inf as the fused node (:func:`_special`, ``product_overflow`` included).
+    Source: mmasim 2.1.1 ``arithmetic/fdpa.py: tr_fdpa`` (G = 1), ``gtr_fdpa`` (G = 2).
+    """
+    rounding = profile.step_rounding
+    fa, fb = (resolve_format(f) for f in profile.operand_formats)
+    fc = resolve_format(c_format or profile.out_format)
+    fs = resolve_format(rounding[0])
+    F, F2, G = profile.frac_bits, profile.frac_bits2, profile.product_groups
+    al, al2 = profile.alignment, profile.alignment2
+    prods = list(zip(a, b))
+    special = _special(prods, c, _overflow_threshold(profile))
+    if special is not None:
+        return special
+    # stage 1: (sign, integer significand, weight of its last bit, leading exponent) per group
+    groups = [[] for _ in range(G)]
+    for j, (x, y) in enumerate(prods):
+        sx, nx, ex = _decode(x, fa, profile.flush_inputs)
+        sy, ny, ey = _decode(y, fb, profile.flush_inputs)
+        if nx and ny:  # zero products join no maximum
+            groups[j % G].append((sx * sy, nx * ny, ex + ey - (fa.p - 1) - (fb.p - 1), ex + ey))
+    sums = []  # (group sum in units of 2^(e_g - F), e_g)
+    for terms in groups:
+        if terms:
+            e_g = max(t[3] for t in terms)
+            sums.append((sum(_cut(n, w - (e_g - F), s, al) for s, n, w, _ in terms), e_g))
+    e_dot = max((e for _, e in sums), default=None)
+    dot = sum(_cut(abs(t), e_g - e_dot, _sign(t), al2) for t, e_g in sums)  # 2^(e_dot - F)
+    # stage 2: the dot and c aligned at e2
+    sc, nc, ec = _decode(c, fc, profile.flush_inputs)
+    e_c = ec if nc else profile.e_zero
+    exps = [e for e in (e_dot, e_c) if e is not None]
+    if not exps:
+        return _rho(0.0, rounding, profile)
+    e2 = max(exps)
+    if nc and profile.c_drop_bits is not None and ec < e2 - profile.c_drop_bits:
+        nc = 0
+    lsb2 = e2 - F2 - 1
+    total = 0
+    if e_dot is not None:
+        total += _cut(abs(dot), (e_dot - F) - lsb2, _sign(dot), al2)
+    if nc:
+        total += _cut(nc, ec - (fc.p - 1) - (e2 - F), sc, al2) << (F2 + 1 - F)
+    if total == 0:
+        return _rho(0.0, rounding, profile)
+    # stage 3: F2 fraction bits below the sum's leading bit (not below the step format's emin)
+    lsb3 = max(abs(total).bit_length() - 1 + lsb2, fs.emin) - F2
+    total = _cut(abs(total), lsb2 - lsb3, _sign(total), al2)
+    return _rho(_to_float_odd(total, lsb3), rounding, profile)
 
 
 def _to_float_odd(total: int, lsb: int) -> float:
@@ -215,7 +369,8 @@ def fdpa(a, b, c: float, profile: Profile) -> float:
     d = 0.0 if c_last else float(c)
     for s in range(profile.stages):
         c_format = None if s == 0 else profile.step_rounding[0]
-        d = fdpa_block(a[s * L:(s + 1) * L], b[s * L:(s + 1) * L], d, profile, c_format)
+        d = fdpa_block(a[s * L:(s + 1) * L], b[s * L:(s + 1) * L], d, profile, c_format,
+                       chained=s > 0)
     if c_last:
         d = _add(d, float(c), profile)
     if profile.output_rounding is not None:

@@ -26,6 +26,18 @@ docstring and NUMERICS.md section 2), evaluated with numpy over a batch of instr
 the next, decoded in the step format (the first c in the output format);
 ``profile.output_rounding`` is applied after the last block.
 
+The other node kinds (``profile.node``) follow the reference's :func:`~.reference.pairwise_block`
+and :func:`~.reference.two_stage_block`:
+
+* "pairwise" (AMD CDNA2): products ``a * b`` in float64 (exact: ``p_a + p_b <= 53``,
+  :func:`check_exact`) rounded by rho; each addition is
+  :func:`fpscope.formats.sum_round_to_odd` (the exact sum rounded to odd at float64) rounded by
+  rho, which is the exact sum rounded once; NaN / Inf / signed zeros are float64's IEEE ones;
+* "two-stage" (AMD CDNA3): the products' integer significands are cut per interleaved group
+  (int64, as above), the group sums cut to the largest group maximum and added, the dot and c
+  cut at ``e2`` and added (at most ``F2 + 4 + log2(L)`` bits, :func:`check_exact`), the sum cut
+  to F2 fraction bits (exact in float64) and rounded by rho.
+
 :func:`matmul` runs a whole GEMM: the K loop walks k-chunks in order, each instruction's d is
 the next instruction's c.
 """
@@ -50,14 +62,31 @@ def check_exact(profile: Profile) -> None:
 
     The condition is ``F + 2 + log2(L + 1) <= 53`` (module docstring), or
     ``profile.lossless`` (the window never cuts: the block is summed exactly by
-    :func:`_exact_sum_odd`); one of the two holds for every preset.
+    :func:`_exact_sum_odd`); one of the two holds for every fused preset. "pairwise" node:
+    products and step-format sums exact in float64; "two-stage" node: ``F + 3 + log2(L)`` and
+    ``F2 + 4 + log2(L)`` at most 62 bits (int64) and ``F2 + 2`` at most 53 (float64).
     """
+    fa, fb = _operand_formats(profile)
+    if profile.node == "pairwise":
+        fs = resolve_format(profile.step_rounding[0])
+        if (fa.p + fb.p > 53 or fs.p > 51 or fa.emax + fb.emax + 2 > 1023
+                or fa.emin - fa.p + fb.emin - fb.p < -1020):
+            raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products or {fs.name} sums "
+                             f"are not exact in float64 (use the reference engine)")
+        return
+    if profile.node == "two-stage":
+        L, F, F2 = profile.block_size, profile.frac_bits, profile.frac_bits2
+        if F + 3 + math.log2(L) > 62 or F2 + 4 + math.log2(L) > 62 or F2 + 2 > 53:
+            raise ValueError(f"{profile.name}: F = {F}, F2 = {F2} with L = {L}: the two-stage "
+                             f"sums do not fit int64 / float64 (use the reference engine)")
+        if fa.p + fb.p > 62:
+            raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products do not fit int64")
+        return
     bits = profile.frac_bits + 2 + math.log2(profile.block_size + 1)
     if bits > 53 and not profile.lossless:
         raise ValueError(
             f"{profile.name}: F + 2 + log2(L + 1) = {bits:.2f} > 53 bits; the vectorised engine "
             f"cannot sum a block of {profile.block_size} terms exactly (use the reference engine)")
-    fa, fb = _operand_formats(profile)
     if fa.p + fb.p > 62:
         raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products do not fit int64")
 
@@ -128,11 +157,25 @@ def _rho(x: np.ndarray, rounding: tuple, profile: Profile) -> np.ndarray:
     return r
 
 
-def _specials(ar, br, c):
-    """(nan mask, inf mask, inf value) of blocks with non-finite operands (reference._special)."""
+def _overflow_threshold(profile: Profile) -> float | None:
+    """``2^(emax + 1)`` of ``profile.product_overflow`` (None: products never overflow)."""
+    if profile.product_overflow is None:
+        return None
+    return math.ldexp(1.0, resolve_format(profile.product_overflow).emax + 1)
+
+
+def _specials(ar, br, c, overflow: float | None = None):
+    """(nan mask, inf mask, inf value) of blocks with non-finite operands (reference._special).
+
+    ``overflow``: finite products of at least this magnitude count as Infs of their sign
+    (``a * b`` in float64 is exact to the comparison: operands of at most 26 bits).
+    """
     pnan = np.isnan(ar) | np.isnan(br)
     ainf, binf = np.isinf(ar), np.isinf(br)
     pinf = ainf | binf
+    if overflow is not None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            pinf = pinf | (~pinf & (np.abs(ar * br) >= overflow))
     inf0 = (ainf & (br == 0)) | (binf & (ar == 0))
     pneg = np.signbit(ar) ^ np.signbit(br)
     pos = np.any(pinf & ~pneg, axis=-1) | (c == np.inf)
@@ -180,18 +223,27 @@ def _exact_sum_odd(terms: np.ndarray) -> np.ndarray:
     return np.where(fix, np.nextafter(top, np.where(below > 0, np.inf, -np.inf)), top)
 
 
+def _positive_zeros(D: _Dec) -> np.ndarray:
+    """D's sign bits with zero (and flushed) finite values read as +0 (input_zero_sign)."""
+    return D.neg & ~((D.S == 0) & np.isfinite(D.raw))
+
+
 def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbits: int,
-           finite: bool) -> np.ndarray:
+           finite: bool, first: bool = True) -> np.ndarray:
     """One fused step over broadcastable decoded operands (..., L) and c (...).
 
     ``pbits``: fraction bits of a product significand ``S_a * S_b``, ``(p_a - 1) + (p_b - 1)``.
+    ``first``: c is the instruction's c (not a chained step result).
     """
     n = A.S * B.S
-    pneg = A.neg ^ B.neg
+    positive = profile.input_zero_sign == "positive"
+    pneg = _positive_zeros(A) ^ _positive_zeros(B) if positive else A.neg ^ B.neg
     pzero = n == 0
     ez = _SENT if profile.e_zero is None else profile.e_zero
     lead = A.e + B.e
     C = _decode(c, c_fmt, profile.flush_inputs)
+    if positive and first:
+        C.neg = _positive_zeros(C)
     czero = C.S == 0
     allneg = np.all(pneg, axis=-1) & C.neg
     if profile.lossless:  # nothing is cut: the exact sum, rounded to odd, then rho
@@ -216,13 +268,90 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbi
     if profile.e_zero is None:
         nothing = np.all(pzero, axis=-1) & czero
         if nothing.any():
-            zero = 0.0 if profile.neg_zero_to_pos else np.copysign(0.0, c)
+            zero = 0.0 if profile.neg_zero_to_pos else np.where(C.neg, -0.0, 0.0)
             d = np.where(nothing, zero, d)
-    if not finite:
-        nan, inf, infval = _specials(A.raw, B.raw, c)
-        d = np.where(inf, infval, d)
-        d = np.where(nan, np.nan, d)
-    return d
+    return _apply_specials(d, A, B, c, profile, finite)
+
+
+def _apply_specials(d, A: _Dec, B: _Dec, c, profile: Profile, finite: bool) -> np.ndarray:
+    """d with the NaN / Inf results of blocks with non-finite operands or overflowing
+    products (``product_overflow``) put in."""
+    overflow = _overflow_threshold(profile)
+    if finite and overflow is None:
+        return d
+    nan, inf, infval = _specials(A.raw, B.raw, c, overflow)
+    d = np.where(inf, infval, d)
+    return np.where(nan, np.nan, d)
+
+
+def _bit_length(n: np.ndarray) -> np.ndarray:
+    """Bits of non-negative int64 values below 2^53 (0 for 0)."""
+    return np.frexp(n.astype(np.float64))[1].astype(np.int64)
+
+
+def _pairwise_block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile,
+                    first: bool) -> np.ndarray:
+    """The "pairwise" node over broadcastable operands (..., L) and c (...)
+    (reference.pairwise_block)."""
+    rounding = profile.step_rounding
+    fa, fb = _operand_formats(profile)
+
+    def read(x, fmt):
+        if profile.flush_inputs:
+            with np.errstate(invalid="ignore"):
+                x = np.where(np.abs(x) < fmt.min_normal, np.copysign(0.0, x), x)
+        if profile.input_zero_sign == "positive":
+            x = np.where(x == 0, 0.0, x)
+        return x
+
+    def rho_sum(x, y):
+        return _rho(sum_round_to_odd(x, y), rounding, profile)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        level = _rho(read(A.raw, fa) * read(B.raw, fb), rounding, profile)  # exact products
+        while level.shape[-1] > 1:
+            level = rho_sum(level[..., 0::2], level[..., 1::2])
+        return rho_sum(read(c, c_fmt) if first else c, level[..., 0])
+
+
+def _two_stage_block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile,
+                     pbits: int, finite: bool) -> np.ndarray:
+    """The "two-stage" node over broadcastable decoded operands (..., L) and c (...)
+    (reference.two_stage_block)."""
+    F, F2, G = profile.frac_bits, profile.frac_bits2, profile.product_groups
+    al2 = profile.alignment2
+    fs = resolve_format(profile.step_rounding[0])
+    n = A.S * B.S
+    full = n.shape
+    shape = full[:-1] + (full[-1] // G, G)  # [..., i, g]: product i * G + g, in group g
+    n = n.reshape(shape)
+    pneg = np.broadcast_to(A.neg ^ B.neg, full).reshape(shape)
+    lead = np.broadcast_to(A.e + B.e, full).reshape(shape)
+    # stage 1: each group cut at 2^(e_g - F) and summed; the group sums cut at 2^(e_dot - F)
+    e_g = np.where(n != 0, lead, _SENT).max(axis=-2)  # (..., G); _SENT: an empty group
+    t = _cut(n, lead - pbits - (e_g[..., None, :] - F), pneg, profile.alignment).sum(axis=-2)
+    e_dot = e_g.max(axis=-1)
+    gshift = np.where(e_g > _SENT, e_g - e_dot[..., None], 0)
+    dot = _cut(np.abs(t), gshift, t < 0, al2).sum(axis=-1)  # units of 2^(e_dot - F)
+    # stage 2: the dot and c aligned at e2 = max(e_dot, e_c), units of 2^(e2 - F2 - 1)
+    C = _decode(c, c_fmt, profile.flush_inputs)
+    ez = _SENT if profile.e_zero is None else profile.e_zero
+    e2 = np.maximum(e_dot, np.where(C.S == 0, ez, C.e))
+    cS = C.S
+    if profile.c_drop_bits is not None:
+        cS = np.where(C.e < e2 - profile.c_drop_bits, 0, cS)
+    lsb2 = e2 - F2 - 1
+    dshift = np.where(e_dot > _SENT, e_dot - F - lsb2, 0)
+    total = (_cut(np.abs(dot), dshift, dot < 0, al2)
+             + np.left_shift(_cut(cS, C.e - (c_fmt.p - 1) - (e2 - F), C.neg, al2), F2 + 1 - F))
+    # stage 3: F2 fraction bits below the leading bit, not below the step format's emin
+    mag = np.abs(total)
+    lsb3 = np.maximum(_bit_length(mag) - 1 + lsb2, fs.emin) - F2
+    s3 = _cut(mag, lsb2 - lsb3, total < 0, al2)
+    x = np.ldexp(s3.astype(np.float64), np.clip(lsb3, -2000, 2000))
+    x = np.where(total == 0, 0.0, x)  # an exact zero (or nothing at all: e2 = _SENT) is +0
+    d = _rho(x, profile.step_rounding, profile)
+    return _apply_specials(d, A, B, c, profile, finite)
 
 
 def _check_values(x: np.ndarray, fmt: Format, what: str, profile: Profile | None = None) -> None:
@@ -268,8 +397,13 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> n
     for s in range(profile.stages):
         c_fmt = resolve_format(profile.out_format if s == 0 else profile.step_rounding[0])
         sl = (Ellipsis, slice(s * L, (s + 1) * L))
-        d = _block(A[sl], B[sl], d, c_fmt, profile, pbits,
-                   finite and bool(np.isfinite(d).all()))
+        fin = finite and bool(np.isfinite(d).all())
+        if profile.node == "pairwise":
+            d = _pairwise_block(A[sl], B[sl], d, c_fmt, profile, s == 0)
+        elif profile.node == "two-stage":
+            d = _two_stage_block(A[sl], B[sl], d, c_fmt, profile, pbits, fin)
+        else:
+            d = _block(A[sl], B[sl], d, c_fmt, profile, pbits, fin, s == 0)
     if c_last:  # c added to the blocks' result, one rounding (reference._add)
         d = _rho(sum_round_to_odd(d, c), profile.step_rounding, profile)
     if profile.output_rounding is not None:

@@ -3,9 +3,9 @@ black-box targets of the probe suite, and the table of which model each preset d
 
 ``MmasimTarget(preset)`` runs ``D = op(A, B, C)`` through mmasim's model of the preset's
 instruction: the operands are encoded to the instruction's types (tf32 as fp32 bit patterns,
-fp6/fp4 one per byte as mmasim holds them; A in the preset's ``in_format``, B in its
-``b_format`` where the preset has mixed input formats) and cut into its m x n x k tiles,
-zero-padded. The CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are
+fp6/fp4 one per byte as mmasim holds them, AMD fp8 / bf8 as torch's float8_e4m3fnuz /
+float8_e5m2fnuz; A in the preset's ``in_format``, B in its ``b_format`` where the preset has
+mixed input formats) and cut into its m x n x k tiles, zero-padded. The CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are
 imported on first use.
 """
 
@@ -74,10 +74,22 @@ def _nv_shape(preset: str) -> tuple[str, str, str]:
 
 MODELS.update((p, _nv_shape(p)) for p in PRESETS
               if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-"))
-              or PRESETS[p].b_format is not None)
+              or (PRESETS[p].b_format is not None and not p.startswith("cdna")))
 MODELS.update({
     "cdna1-fp16": ("MFMA", "CDNA1", "f32_16x16x16f16"),
     "cdna1-bf16": ("MFMA", "CDNA1", "f32_16x16x8bf16"),
+    # CDNA2: the CDNA1 instructions (MMA_FTZ_MUL_ADD: P = 2 for bf16, 4 for fp16) and bf16_1k (4)
+    "cdna2-fp16": ("MFMA", "CDNA2", "f32_16x16x16f16"),
+    "cdna2-bf16": ("MFMA", "CDNA2", "f32_16x16x8bf16"),
+    "cdna2-bf16-1k": ("MFMA", "CDNA2", "f32_16x16x16bf16_1k"),
+    # CDNA3: MMA_TR_FDPA (f16, bf16, xf32), MMA_GTR_FDPA (fp8 / bf8, a's type then b's)
+    "cdna3-fp16": ("MFMA", "CDNA3", "f32_16x16x16_f16"),
+    "cdna3-bf16": ("MFMA", "CDNA3", "f32_16x16x16_bf16"),
+    "cdna3-xf32": ("MFMA", "CDNA3", "f32_16x16x8_xf32"),
+    "cdna3-fp8": ("MFMA", "CDNA3", "f32_16x16x32_fp8_fp8"),
+    "cdna3-bf8": ("MFMA", "CDNA3", "f32_16x16x32_bf8_bf8"),
+    "cdna3-fp8-bf8": ("MFMA", "CDNA3", "f32_16x16x32_fp8_bf8"),
+    "cdna3-bf8-fp8": ("MFMA", "CDNA3", "f32_16x16x32_bf8_fp8"),
 })
 
 def model_name(preset: str) -> str:
@@ -104,6 +116,8 @@ def torch_dtypes():
         "tf32": (torch.int32, torch.float32),
         "fp8_e4m3fn": (torch.uint8, torch.float8_e4m3fn),
         "fp8_e5m2": (torch.uint8, torch.float8_e5m2),
+        "fp8_e4m3fnuz": (torch.uint8, torch.float8_e4m3fnuz),  # AMD CDNA3 fp8
+        "fp8_e5m2fnuz": (torch.uint8, torch.float8_e5m2fnuz),  # AMD CDNA3 bf8
         # mmasim holds fp6 / fp4 one per uint8: fp6 in bits 5:0, fp4 in bits 5:2
         # (helper.decode_uint8_to_fp6_fp4)
         "fp6_e3m2": (torch.uint8, torch.uint8),
