@@ -11,8 +11,8 @@ wide-exponent, subnormal, zero-block and near-overflow generators) compares that
 emulation with the model on N outputs (default 10^5), bit for bit. The table lists, per model:
 whether the inferred profile fits, the validation count, the fields where it differs from
 fpscope's preset of the same name (unobservable fields excluded), and the time. The AMD CDNA2
-and CDNA3 models are listed as skipped (:data:`SKIPPED_NODES`): their node kinds are not the
-fused node the probes assemble.
+and CDNA3 models do not fit the fused-block model the probe families assume; their node kind is
+then fitted to random outputs (:mod:`fpscope.probes.nodes`) and validated the same way.
 """
 
 from __future__ import annotations
@@ -29,17 +29,9 @@ from fpscope.profile import PRESETS
 #: nan_bits too: the float64 interface of a black box carries no NaN payload)
 _FIELDS = ("in_format", "b_format", "block_size", "k", "frac_bits", "alignment",
            "step_rounding", "output_rounding", "k_order", "c_entry", "neg_zero_to_pos",
-           "operand_conversion", "e_zero", "flush_inputs", "flush_outputs")
-
-
-#: Node kinds the probes do not infer (fpscope.profile.Profile.node), and why: the probe suite
-#: assembles a fused profile (one window, one rounding per block), so it cannot describe these.
-SKIPPED_NODES = {
-    "pairwise": "CDNA2's pairwise node (a rounded fp32 tree per block): the probes infer fused "
-                "nodes only",
-    "two-stage": "CDNA3's two-stage node (products, then c, at two precisions): the probes "
-                 "infer fused nodes only",
-}
+           "operand_conversion", "e_zero", "flush_inputs", "flush_outputs", "node",
+           "frac_bits2", "alignment2", "product_groups", "c_drop_bits", "product_overflow",
+           "input_zero_sign")
 
 
 def _differs(found, preset: str, not_observable) -> list[str]:
@@ -68,14 +60,9 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", action="append")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    # the AMD CDNA2 / CDNA3 presets are left out (SKIPPED_NODES)
-    names = args.preset or [n for n in MODELS if PRESETS[n].node not in SKIPPED_NODES]
+    names = args.preset or list(MODELS)
     print(f"{'preset':28s} {'result':9s} {'validation':>17s} {'time':>7s}  differs from preset / "
           f"why not")
-    if not args.preset:
-        for n in MODELS:
-            if PRESETS[n].node in SKIPPED_NODES:
-                print(f"{n:28s} skipped   {SKIPPED_NODES[PRESETS[n].node]}")
     bad = 0
     for name in names:
         r = run(name, args.cases, args.seed)

@@ -40,21 +40,16 @@ def test_probing_mmasim_wgmma_fp8_fp16out_differs_from_the_mma_sync_preset():
     assert r["accepted"] and {"block_size", "c_entry"} <= set(r["differs"])
 
 
-def test_cdna2_cdna3_models_are_skipped_with_a_reason(capsys, monkeypatch):
-    """The probes assemble fused profiles: scripts/probe_mmasim.py lists the CDNA2 ("pairwise")
-    and CDNA3 ("two-stage") models as skipped, with the reason, instead of failing them."""
-    from fpscope.profile import PRESETS
+@pytest.mark.parametrize("preset, node", [("cdna2-fp16", "pairwise"), ("cdna3-fp16", "two-stage")])
+def test_amd_node_kinds_are_fitted_and_validated(preset, node):
+    """CDNA2 / CDNA3 do not fit the fused-block model; the node family fits their node kind to
+    random outputs and the closed loop accepts it (every observable field equals the preset)."""
+    r = pm.run(preset, cases=2048)
+    assert r["accepted"], r
+    assert r["differs"] == [], r
+    from fpscope.probes.mmasim_target import MmasimTarget
+    from fpscope.probes.driver import probe
 
-    nodes = {PRESETS[n].node for n in pm.MODELS if PRESETS[n].node != "fused"}
-    assert nodes == set(pm.SKIPPED_NODES) == {"pairwise", "two-stage"}
-    fused = [n for n in pm.MODELS if PRESETS[n].node == "fused"]
-    ran = []
-    monkeypatch.setattr(pm, "run", lambda name, cases, seed: ran.append(name) or {
-        "accepted": True, "fits": True, "matched": 1, "cases": 1, "seconds": 0.0,
-        "differs": [], "reason": ""})
-    assert pm.main(["--cases", "1"]) == 0
-    out = capsys.readouterr().out
-    assert ran == fused
-    for n in pm.MODELS:
-        if PRESETS[n].node != "fused":
-            assert f"{n} " in out and "skipped" in out.split(f"{n} ")[1].splitlines()[0]
+    rep = probe(MmasimTarget(preset), cases=0)
+    found = {f.feature: f for f in rep.findings}
+    assert found["node"].value == node and rep.profile.node == node

@@ -148,7 +148,7 @@ class FitResult:
                  f"alignment {p.alignment}, e_zero {p.e_zero}, step {'-'.join(p.step_rounding)}"
                  + (f", output {'-'.join(p.output_rounding)}" if p.output_rounding else "")
                  + (f", c {p.c_entry}" if p.c_entry != "first" else "")
-                 + _node_text(p),
+                 + node_text(p),
                  f"reproduces {self.matched}/{self.total} samples bit for bit"
                  + ("" if self.exact else "  (NOT exact)")]
         for name, values in self.consistent.items():
@@ -211,7 +211,7 @@ class _Scorer:
         return np.flatnonzero(~ok)
 
 
-def _node_text(p: Profile) -> str:
+def node_text(p: Profile) -> str:
     """The AMD CDNA2 / CDNA3 node of a fitted profile (a preset seed), "" for the fused node."""
     if p.node == "pairwise":
         return f", node pairwise (F not read; zeros read as {p.input_zero_sign})"

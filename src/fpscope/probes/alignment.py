@@ -78,7 +78,7 @@ def _path(ctx: Ctx, path: str):
             return None, [], None, (f"not observable with these formats (subnormal {ctx.fout.name} "
                                     f"values x * 2^(E-F) do not come back unchanged alone)")
     d = ctx.run(rows)
-    units = [v / unit for v in d]
+    units = [float(v / unit) for v in d]
     ev = [ctx.evidence(r, float(v), f"2^{E} - 2^{E} + {x} * 2^(E-F) on the {path} path")
           for r, v, x in zip(rows, d, XS)]
     return _classify(units), ev, units, ""

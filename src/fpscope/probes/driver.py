@@ -33,6 +33,7 @@ from . import (
     determinism,
     fingerprint,
     library,
+    nodes,
     precision,
     rounding,
     specials,
@@ -139,6 +140,10 @@ class ProbeReport:
                          f"{p.alignment}, rho = {' '.join(p.step_rounding)}, c {p.c_entry}, "
                          f"e_zero = {p.e_zero}, flush in/out = {p.flush_inputs}/{p.flush_outputs}"
                          f" (status {p.status})")
+            if p.node != "fused":
+                from ..fit import node_text
+
+                lines.append(node_text(p).lstrip(", "))
             if self.library_k is not None:
                 lines.append(f"library (K = {self.library_k}): k = {p.k}, split_k = {p.split_k}"
                              f" ({p.split_k_order}, partials {p.split_k_format or p.out_format}), "
@@ -163,6 +168,11 @@ class ProbeReport:
             lines.append("validation: not run")
         lines.append(f"probing: {self.rows} probe rows in {self.calls} calls, {self.seconds:.2f} s")
         return "\n".join(lines) + "\n"
+
+
+def _deterministic(rep: ProbeReport) -> bool:
+    """The op is deterministic and lane independent (no node kind describes it otherwise)."""
+    return all(f.fits for f in rep.findings if f.feature in ("deterministic", "lane_independent"))
 
 
 def _families(ctx: Ctx):
@@ -297,7 +307,17 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
             if any(f.feature in _CRITICAL for f in bad):
                 break
     rep.fingerprint, rep.fingerprint_evidence = fingerprint.run(ctx)
-    if rep.fits or not any(f.feature in _CRITICAL for f in rep.findings if not f.fits):
+    node_profile = None
+    if not rep.fits and lib is None and _deterministic(rep):
+        # not a fused block: does another node kind fpscope models reproduce the op?
+        found, node_profile = nodes.run(ctx, seed=seed)
+        rep.findings.append(found)
+        if node_profile is not None:
+            rep.fits, rep.reason, rep.profile = True, "", node_profile
+        else:
+            rep.reason += f"; {found.note}"
+    if node_profile is None and (
+            rep.fits or not any(f.feature in _CRITICAL for f in rep.findings if not f.fits)):
         try:
             ctx.known.setdefault("c_entry", ctx.known.get("c_entry_hint", "first"))
             rep.profile = candidate_profile(

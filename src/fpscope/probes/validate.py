@@ -106,6 +106,8 @@ def generate(kind: str, rng, fin: Format, fout: Format, M: int, K: int, N: int, 
         C = _normals(rng, fout, (M, N), fout.emax - 2, fout.emax)
     else:
         raise ValueError(f"unknown generator {kind!r}; known: {', '.join(GENERATORS)}")
+    # formats without -0 (fnuz): a generated -0 is the one zero, +0
+    A, B, C = (x + 0.0 if not f.has_negative_zero else x for x, f in ((A, g), (B, h), (C, fout)))
     return A, B, C
 
 

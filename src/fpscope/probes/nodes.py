@@ -1,0 +1,73 @@
+"""Node kinds beyond the fused block: when the fused-block model does not fit, fit the node.
+
+The probe families assume one fused step per block (every NVIDIA tensor core, AMD CDNA1). AMD
+CDNA2 rounds every product and every addition of a tree ("pairwise" node) and CDNA3 sums in two
+stages at two precisions ("two-stage" node; :class:`fpscope.profile.Profile`), so the rounding
+or alignment probes report "does not fit" there. This family then samples the op on random
+inputs (the closed-loop generators of :mod:`fpscope.probes.validate`, ``samples`` outputs) and
+searches the profile space for a profile that reproduces every sampled bit
+(:func:`fpscope.fit.fit`: every preset with the op's formats as a starting point, then
+single-parameter descent). The search recognises the node kinds fpscope models; it does not
+invent a new kind. The result is only a hypothesis until the probe's own closed-loop validation,
+on fresh random inputs, accepts it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import encode
+from ._common import Ctx, Finding
+
+FAMILY = "node"
+
+#: generators of the sampled outputs (finite inputs of every scale, cancellation, zero blocks)
+_GENERATORS = ("normal", "cancel", "wide", "zero_block", "subnormal", "bits")
+
+
+def run(ctx: Ctx, samples: int = 1536, seed: int = 0):
+    """(Finding "node", profile or None) from ``samples`` random outputs of ``ctx.target``.
+
+    The profile (``k`` = ctx.K, status experimental) reproduces every sample; None when no
+    profile of the search does (the Finding then does not fit and says how close the best came).
+    """
+    from ..fit import Recording, fit
+    from .validate import generate
+
+    t = ctx.target
+    fin, fb, fout = ctx.fin, ctx.fb, ctx.fout
+    rng = np.random.default_rng(seed)
+    K, per = ctx.K, 16 * 16
+    a, b, c, d = [], [], [], []
+    for i in range(max(1, -(-samples // per))):
+        kind = _GENERATORS[i % len(_GENERATORS)]
+        A, B, C = generate(kind, rng, fin, fout, 16, K, 16, K, fb)
+        D = t(A, B, C)
+        a.append(np.repeat(A, 16, axis=0))
+        b.append(np.tile(B.T, (16, 1)))
+        c.append(C.ravel())
+        d.append(D.ravel())
+    D = np.concatenate(d)
+    with np.errstate(all="ignore"):
+        bits = encode(np.where(np.isnan(D), np.nan, D), fout)
+    rec = Recording(np.concatenate(a), np.concatenate(b), np.concatenate(c),
+                    np.asarray(bits, dtype=np.uint64), fin.name, fout.name, t.name,
+                    fb.name if fb.name != fin.name else None)
+    ctx.rows_run += len(D)
+    res = fit(rec)
+    p = res.profile
+    if not res.exact:
+        return (Finding(FAMILY, "node", None, fits=False, rows=len(D),
+                        note=f"no node kind fpscope models reproduces the {len(D)} sampled "
+                             f"outputs (the best, a {p.node} node, {res.matched} of them)"),
+                None)
+    open_fields = sorted(k for k, v in res.consistent.items() if len(v) > 1)
+    note = (f"the fused-block model does not fit; {len(D)} random outputs are reproduced bit "
+            f"for bit by a {p.node} node (fit from the presets' node arithmetic, "
+            f"L = {p.block_size})")
+    if open_fields:
+        note += f"; the samples leave open: {', '.join(open_fields)}"
+    prof = p.replace(name=f"probed:{t.name}", status="experimental",
+                     evidence=f"fpscope probe of {t.name} (K = {K}): node fitted to {len(D)} "
+                              f"random outputs")
+    return Finding(FAMILY, "node", p.node, rows=len(D), note=note), prof
