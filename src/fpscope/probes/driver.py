@@ -170,6 +170,12 @@ class ProbeReport:
         return "\n".join(lines) + "\n"
 
 
+#: Features whose misfit can mean another node kind (a rounded tree, two stages): only these
+#: send the op to the node family; a special-value rule no profile expresses stays a misfit.
+_NODE_SHAPE = {"block_size", "stages", "k_order", "c_entry", "frac_bits", "alignment",
+               "c_alignment", "step_rounding"}
+
+
 def _deterministic(rep: ProbeReport) -> bool:
     """The op is deterministic and lane independent (no node kind describes it otherwise)."""
     return all(f.fits for f in rep.findings if f.feature in ("deterministic", "lane_independent"))
@@ -308,7 +314,8 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
                 break
     rep.fingerprint, rep.fingerprint_evidence = fingerprint.run(ctx)
     node_profile = None
-    if not rep.fits and lib is None and _deterministic(rep):
+    if not rep.fits and lib is None and _deterministic(rep) and any(
+            f.feature in _NODE_SHAPE for f in rep.findings if not f.fits):
         # not a fused block: does another node kind fpscope models reproduce the op?
         found, node_profile = nodes.run(ctx, seed=seed)
         rep.findings.append(found)
