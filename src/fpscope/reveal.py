@@ -7,6 +7,9 @@ number of leaves under the lowest common ancestor of leaves i and j.
 Differences from the published reference implementation (fpscope NUMERICS.md section 1):
 * iterative (breadth-first stages), so trees of any depth work;
 * all probes of one stage are sent to the target as one batch (one GEMM for matrix ops);
+* reductions pack the probes of several leaf sets into one input row (bit fields of unit
+  counts, a guard leaf proving each set complete), and large sets whose levels repeat are
+  classified with membership probes, one bit a leaf (:func:`fprev`);
 * a pivot rule that switches to the highest index, then to random pivots, when a pivot keeps
   producing one giant group (chains in either direction cost about n to 2n probes);
 * checks: output of each probe is a whole number of units; group sizes add up (this makes every
@@ -122,7 +125,7 @@ class Prober:
         self.table: np.ndarray | None = None  # all pairs, after prefetch_all
         self.history: list[tuple[np.ndarray, np.ndarray]] = []
         self._buf: np.ndarray | None = None
-        self._bg: float | None = None  # the value of every buffer entry between calls
+        self._bg: tuple = (None, 0)  # (value, rows): the first rows hold only that value
         self.packed_calls = 0  # calls of packed count or membership rows
         self.membership_sets = 0  # leaf sets classified with membership probes
         self.hidden_leaves = 0  # leaves of unproven sets that hid levels (resolved from the parent pivot)
@@ -167,7 +170,7 @@ class Prober:
         if self.mode == "grid":
             return self._fetch_grid(pairs)
         res = np.empty(len(pairs), dtype=np.int64)
-        buf, m = self._buffer(self.mask.u), self.mask
+        buf, m = self._buffer(self.mask.u, min(len(pairs), self.max_rows)), self.mask
         for s in range(0, len(pairs), self.max_rows):
             chunk = pairs[s : s + self.max_rows]
             rows = np.arange(len(chunk))
@@ -197,16 +200,20 @@ class Prober:
             bits -= 1
         return bits
 
-    def _buffer(self, background: float) -> np.ndarray:
-        """The probe buffer ("rows" mode), every entry ``background`` (u for plain probes, 0 for
-        packed and membership rows); refilled only when the background changes."""
+    def _buffer(self, background: float, rows: int) -> np.ndarray:
+        """The probe buffer, its first ``rows`` rows all ``background`` (u for plain probes, 0
+        for packed and membership rows); callers use those rows only and leave them so. Rows
+        are refilled only when the background changes or more of them are needed."""
         if self._buf is None:
             self._buf = self.target.input_buffer(self.max_rows) if self.mode == "rows" else \
                 np.empty((self.max_rows, self.n), dtype=self._dtype)
-            self._bg = None
-        if self._bg != background:
-            self._buf[...] = background
-            self._bg = background
+        value, held = self._bg
+        if value != background:
+            value, held = background, 0
+        if held < rows:
+            self._buf[held:rows] = background
+            held = rows
+        self._bg = (value, held)
         return self._buf
 
     def count_packed(self, reqs: list) -> list:
@@ -224,11 +231,12 @@ class Prober:
         Why each field is exact: a probe cancels +-M at lca(pivot, j), absorbing every unit
         below it; the units elsewhere are summed exactly (they fit in pack_bits). A field is
         therefore exact when no other probe of its row cancels at a node holding its units.
-        Callers guarantee that a request's probes cancel inside the set whose pivot is its
-        ``family`` (a complete subtree), and that requests of different families lie in
-        disjoint such sets; an ``exclusive`` request (its probes may cancel outside its own
-        members) shares no row with another request of its family. The rest cancel inside their
-        own members, which are disjoint.
+        Callers guarantee that the members of the requests are disjoint; that the probes of a
+        non-exclusive request cancel inside its members or absorb its weight-1 guard (which
+        raises, so a reading it spoils is never used); and that the probes of an exclusive
+        request cancel inside the set pivoted at its ``family``, a complete subtree that holds
+        no member or guard of a request of another family. The packer puts no two requests of
+        a family with an exclusive member in one row.
 
         Weight-1 guards prove sets complete (FPRev groups): the caller passes a set T and the
         pivot g of its parent set P (a complete subtree whose l values are true), so T is the
@@ -286,7 +294,6 @@ class Prober:
         slots = _assign_slots([r.width for r in reqs], lengths, [r.family for r in reqs],
                               [r.exclusive for r in reqs], B)
         u, M = self.mask.u, self.mask.M
-        buf = self._buffer(0.0)
         start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         pivot = np.array([r.pivot for r in reqs], dtype=np.int64)
         guard = np.array([r.guard for r in reqs], dtype=np.int64)
@@ -306,6 +313,8 @@ class Prober:
         ts, ti, tr, tn, tp = (np.array(c, dtype=np.int64) for c in zip(
             *((s, *t) for s, sl in enumerate(slots) for t in sl[2])))
         R = int((tr + tn).max())
+        K = self.max_rows
+        buf = self._buffer(0.0, min(R, K))
         turn = np.full((S, R), -1, dtype=np.int64)
         at_tab = np.zeros((S, R), dtype=np.int64)
         step = np.arange(tn.sum()) - np.repeat(np.cumsum(tn) - tn, tn)  # row within its turn
@@ -315,7 +324,6 @@ class Prober:
         weight = np.array([u * float(1 << sl[1]) for sl in slots])
         offs = np.array([sl[1] for sl in slots], dtype=np.int64)
         fmask = np.array([(1 << sl[0]) - 1 for sl in slots], dtype=np.int64)
-        K = self.max_rows
         cur = np.full((S, K), -1, dtype=np.int64)  # large request held in each buffer row, per slot
         cols: dict[int, object] = {}  # request -> its members as a (strided) slice where possible
         scattered = [np.zeros(0, dtype=np.int64)] * 2  # buffer cells the last scatter wrote
@@ -410,7 +418,6 @@ class Prober:
             RevealError("inconsistent"): an output holds a bit no test of its row carries.
         """
         u, M, B = self.mask.u, self.mask.M, self.pack_bits
-        buf = self._buffer(0.0)
         io = np.argsort(item_row, kind="stable")
         to = np.argsort(test_row, kind="stable")
         ir, ip, iw = item_row[io], item_pivot[io], item_witness[io]
@@ -418,6 +425,7 @@ class Prober:
         weights = u * np.ldexp(1.0, tb)
         got = np.empty(len(tr), dtype=bool)
         R, K = int(ir[-1]) + 1, self.max_rows
+        buf = self._buffer(0.0, min(R, K))
         for c0 in range(0, R, K):
             k = min(K, R - c0)
             a, b = np.searchsorted(ir, [c0, c0 + k])
@@ -509,6 +517,8 @@ _MULTIWAY = (
     "probe from leaf {p} cancelled the guard leaf {g}: a node with three or more children "
     "(fused multi-term addition), which packed probes cannot resolve"
 )
+_MEMBERSHIP_INPUTS = 1 << 23  # membership probes for sets whose count probes sum this many inputs
+_MEMBERSHIP_MIN = 128  # ... and of at least this many leaves
 _RANDOM_SAMPLES = 24  # random partners of a large set's first count probes (besides rank offsets)
 _REPEATED = 0.7  # membership probes when at least this share of the random samples repeat a level
 _SCATTER = 64  # count requests of at most this many members are written to the buffer by scatter
@@ -565,8 +575,8 @@ def _assign_slots(widths, lengths, families, exclusive, B: int) -> list:
         return np.maximum(np.maximum.reduceat(w, cuts), w[last])
 
     lo = max(max(un[1] for un in units), -(-int((w * np.diff(end, prepend=0)).sum()) // B))
-    hi = max(lo, total)
-    while lo < hi:  # T = total rows always fits: one field as wide as the widest request
+    hi = lo if fields(lo).sum() <= B else total  # total rows fit: one field, the widest request
+    while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fields(mid).sum() <= B else (mid + 1, hi)
     T = lo
@@ -665,7 +675,7 @@ def fprev(
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     packed: bool = False,
-    membership_min: int | None = 512,
+    membership_min: int | None = None,
 ):
     """FPRev over ``leaves`` (default: all n). Returns the canonical nested-tuple tree.
 
@@ -676,8 +686,11 @@ def fprev(
     With ``packed`` (binary trees only: a node with three or more children raises
     RevealError("inconsistent") and the caller falls back to plain probes) the probes of several
     sets share rows (:meth:`Prober.count_packed`), and a set of at least ``membership_min``
-    leaves (None: never) whose sampled levels repeat is classified with membership probes
-    (:meth:`Prober.membership_rows`) instead of counting every leaf:
+    leaves whose sampled levels repeat is classified with membership probes
+    (:meth:`Prober.membership_rows`) instead of counting every leaf. The default,
+    max(128, 2^23 // n), asks for sets whose count probes would sum at least 2^23 inputs (512
+    leaves at n = 16384), where the rows saved outweigh the extra calls of membership rounds
+    (about 0.3 ms each here); a value above n turns membership probes off. The method:
 
     1. count probes (q, t) for sampled t give levels |A_k| (A_k: the ancestors of q) with a
        witness w_k each, l(q, w_k) = |A_k|;
@@ -692,14 +705,15 @@ def fprev(
        at |A_k|); the others lie lower on q's chain and get exact l(q, x) from count probes
        pivoted at q with units on them only and p as a weight-1 guard.
 
-    Why this is exact. Every set of a stage lies inside the set pivoted at its guard (its
-    family's set, a complete subtree proven at an earlier stage), and sets of one stage are
-    disjoint. A probe of a proven or root set cancels inside that set, or (a multi-way node)
-    absorbs its weight-1 guard and raises. A membership probe uses a witness whose guard
-    survived, so lca(p, w) lies in p's complete subtree inside the set: its test bits are exact.
-    Probes that may cancel elsewhere (interval sets, and the count probes pivoted at q) cancel
-    inside q's set; the only other sets there in that stage are q's other children, and the
-    packer never puts two requests of one family in a row (Prober.count_packed). For an
+    Why this is exact. The sets of a stage are disjoint, and each lies inside the set pivoted
+    at its guard (its family's set, a complete subtree found at the stage before; the groups
+    placed from an interval's guard lie in no set of that stage). A probe of a proven or root
+    set cancels inside it, or (a multi-way node) absorbs its weight-1 guard and raises. A
+    membership probe uses a witness whose guard survived, so lca(p, w) lies in p's complete
+    subtree inside the set: its test bits are exact. Probes that may cancel elsewhere (interval
+    sets, and the count probes pivoted at q) cancel inside q's set, where the only other sets
+    of that stage are q's other children, and the packer never puts two requests of that
+    family in one row (Prober.count_packed). For an
     interval D = A_k minus A_(k-1) pivoted at p (lca(q, p) = A_k): x in D keeps q's unit iff
     lca(p, x) misses q iff x is in S; each leaf of S is either count-probed (the bit shows) or
     placed by membership inside lca(p, w), which lies in S, so S is found exactly. The rest,
@@ -722,6 +736,8 @@ def fprev(
     leaves = np.arange(n) if leaves is None else np.asarray(leaves)
     rng = np.random.default_rng(seed)
     if packed:
+        if membership_min is None:
+            membership_min = max(_MEMBERSHIP_MIN, _MEMBERSHIP_INPUTS // n)
         return _Staged(prober, leaves, rng, progress, membership_min).run()
     tasks = [_Task(np.sort(leaves))]
     frontier, done = [0], 0
@@ -752,7 +768,7 @@ class _Staged:
         self.B = prober.pack_bits
         self.rng = rng
         self.progress = progress
-        self.min_size = np.inf if membership_min is None else membership_min
+        self.min_size = membership_min
         self.tasks = [_Task(np.sort(leaves))]
         self.done = 0
 
@@ -863,7 +879,7 @@ class _Staged:
         A binary search over the known levels, all sets at once: each round asks every unplaced
         leaf "are you under lca(pivot, witness of level k)?", k splitting its candidate
         intervals into halves of about equal leaves (the interval sizes are the level
-        differences), within log2(m + 1) + 1 rounds.
+        differences), within ceil(log2(m + 1)) + 2 rounds.
         """
         if not tables:
             return {}
@@ -993,13 +1009,12 @@ class _Staged:
         if (cleared_l != len(t.members)).any():
             raise RevealError("inconsistent", f"a probe from leaf {t.pivot} cleared its guard bit "
                               f"below the top of its interval: not a fixed summation tree")
+        t.witnesses = None
+        self.tasks[t.parent].groups.append((t.top, tid))
         if len(cleared):
             keep = np.ones(len(t.members), dtype=bool)
             keep[np.searchsorted(t.members, cleared)] = False
             t.members = t.members[keep]
-        t.witnesses = None
-        self.tasks[t.parent].groups.append((t.top, tid))
-        if len(cleared):
             below.append((tid, cleared))
             self.prober.hidden_leaves += len(cleared)
 
