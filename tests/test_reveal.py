@@ -293,8 +293,10 @@ def _family_tree(name: str, n: int, rng) -> SumTree:
     if name == "numpy":
         return numpy_pairwise_sum_tree(n)
     if name == "lanes":
-        return strided_lanes_tree(n, int(rng.integers(2, 17)), combine=str(rng.choice(["pairwise", "sequential"])))
-    return blocked_tree(n, int(rng.integers(8, n // 2)), str(rng.choice(["sequential", "reverse", "pairwise", "numpy"])))
+        combine = str(rng.choice(["pairwise", "sequential"]))
+        return strided_lanes_tree(n, int(rng.integers(2, 17)), combine=combine)
+    inner = str(rng.choice(["sequential", "reverse", "pairwise", "numpy"]))
+    return blocked_tree(n, int(rng.integers(8, n // 2)), inner)
 
 
 @settings(max_examples=24, deadline=None)
@@ -314,7 +316,8 @@ def _hidden_leaf_tree() -> SumTree:
     power-of-two rank from the pivot 0 and so is no rank-offset sample."""
     from families import pairwise_split
 
-    return SumTree(((pairwise_split(list(range(600))), 1200), pairwise_split(list(range(600, 1200)))))
+    a, b = pairwise_split(list(range(600))), pairwise_split(list(range(600, 1200)))
+    return SumTree(((a, 1200), b))
 
 
 def test_membership_finds_a_hidden_single_leaf_level():

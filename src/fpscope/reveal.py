@@ -128,7 +128,7 @@ class Prober:
         self._bg: tuple = (None, 0)  # (value, rows): the first rows hold only that value
         self.packed_calls = 0  # calls of packed count or membership rows
         self.membership_sets = 0  # leaf sets classified with membership probes
-        self.hidden_leaves = 0  # leaves of unproven sets that hid levels (resolved from the parent pivot)
+        self.hidden_leaves = 0  # leaves of interval sets below their pivot's subtree
 
     # -- probe inputs -------------------------------------------------------------------------
     def probe_rows(self, pairs: np.ndarray) -> np.ndarray:
@@ -305,7 +305,8 @@ class Prober:
         cbits = np.array([r.width - (r.explicit) for r in reqs], dtype=np.int64)
         gfac = np.where(gmode == 2, np.ldexp(1.0, cbits), (gmode == 1).astype(float))
         small = size <= _SCATTER
-        smem = np.concatenate([np.zeros(0, dtype=np.int64)] + [r.members for r in reqs if len(r.members) <= _SCATTER])
+        smem = np.concatenate([np.zeros(0, dtype=np.int64)]
+                              + [r.members for r in reqs if len(r.members) <= _SCATTER])
         soff = np.cumsum(np.where(small, size, 0)) - np.where(small, size, 0)  # start in smem
         S = len(slots)
         # turn[s, r]: request whose turn it is in slot s at row r (-1: none); at[s, r]: the
@@ -402,7 +403,8 @@ class Prober:
             buf[tuple(scattered)] = 0.0
         return lam, ok
 
-    def membership_rows(self, item_row, item_pivot, item_witness, test_row, test_leaf, test_bit) -> np.ndarray:
+    def membership_rows(self, item_row, item_pivot, item_witness, test_row, test_leaf,
+                        test_bit) -> np.ndarray:
         """Membership probes: row item_row[i] holds +M at item_pivot[i] and -M at
         item_witness[i]; test t has weight 2^test_bit[t] * u on leaf test_leaf[t] in row
         test_row[t]; every other leaf is 0. Returns, per test, whether its bit survived, i.e.
@@ -820,7 +822,7 @@ class _Staged:
             rest[tid] = unsampled[places[tid] == len(levels)]
         for tid, (part, l, ok) in zip(rest, self._count(list(rest), list(rest.values()))):
             p0, l0, ok0 = got[tid]
-            got[tid] = (np.concatenate([p0, part]), np.concatenate([l0, l]), np.concatenate([ok0, ok]))
+            got[tid] = tuple(np.concatenate(c) for c in ((p0, part), (l0, l), (ok0, ok)))
         nxt, below = [], []
         exact = [(np.zeros(0, dtype=np.int64),) * 3]  # (set, leaf, l) of the counted leaves
         for tid in live:
@@ -886,7 +888,7 @@ class _Staged:
         tasks = self.tasks
         tids = list(tables)
         m = np.array([len(tables[tid][0]) for tid in tids])
-        weight = np.concatenate([np.diff(np.concatenate([[1], tables[tid][0], [len(tasks[tid].members)]]))
+        weight = np.concatenate([np.diff([1, *tables[tid][0], len(tasks[tid].members)])
                                  for tid in tids])
         start = np.concatenate([[0], np.cumsum(m + 1)[:-1]])
         cum = np.concatenate([[0], np.cumsum(weight)])
@@ -896,7 +898,7 @@ class _Staged:
         counts = [len(tables[tid][2]) for tid in tids]
         x = np.concatenate([tables[tid][2] for tid in tids])
         who = np.repeat(np.arange(len(tids)), counts)
-        answers = m + (weight[start + m] > 0)  # the place above every level only if leaves remain there
+        answers = m + (weight[start + m] > 0)  # "above every level" only if leaves remain there
         depth = (np.ceil(np.log2(answers)).astype(np.int64) + 2)[who]
         lo, hi = start[who], (start + answers - 1)[who]
         r = 0
@@ -1031,7 +1033,7 @@ class _Staged:
             return []
         answers = self.prober.count_packed(reqs)
         self._advance(sum(len(r.partners) for r in reqs))
-        owner = np.repeat([tasks[tid].parent for tid, _ in below], [len(leaves) for _, leaves in below])
+        owner = np.repeat([tasks[tid].parent for tid, _ in below], [len(lv) for _, lv in below])
         return _add_groups(tasks, owner, np.concatenate([leaves for _, leaves in below]),
                            np.concatenate([l for l, _ in answers]))
 
