@@ -272,3 +272,125 @@ def test_fprev_reports_inconsistent_sizes():
 
     with pytest.raises(RevealError):
         reveal(Liar(SumTree.sequential(12)))
+
+
+# -- membership probes and packed fields ----------------------------------------------------------
+
+
+def _packed_fprev(tree, membership_min, seed=0):
+    """Packed FPRev on a simulated sum of ``tree``: (revealed tree, prober, target)."""
+    from fpscope.reveal import Prober, fprev
+
+    target = SimulatedSum(tree, fused_frac_bits=24)
+    prober = Prober(target, choose_mask(target.n, target.in_format, target.out_format))
+    nested = fprev(prober, seed=seed, packed=True, membership_min=membership_min)
+    return SumTree.from_canonical(nested, target.n), prober, target
+
+
+def _family_tree(name: str, n: int, rng) -> SumTree:
+    if name == "random":
+        return random_tree(n, rng, max_fan_in=2)
+    if name == "numpy":
+        return numpy_pairwise_sum_tree(n)
+    if name == "lanes":
+        combine = str(rng.choice(["pairwise", "sequential"]))
+        return strided_lanes_tree(n, int(rng.integers(2, 17)), combine=combine)
+    inner = str(rng.choice(["sequential", "reverse", "pairwise", "numpy"]))
+    return blocked_tree(n, int(rng.integers(8, n // 2)), inner)
+
+
+@settings(max_examples=24, deadline=None)
+@given(st.sampled_from(["random", "numpy", "lanes", "blocked"]), st.integers(200, 2000),
+       st.integers(0, 2**32 - 1), st.sampled_from([4, 16, 64]))
+def test_membership_probes_reveal_binary_trees(family, n, seed, membership_min):
+    """With membership probes allowed on small sets, every binary tree comes out exactly (levels
+    hidden between the sampled ones included: random trees hide many)."""
+    tree = _family_tree(family, n, np.random.default_rng(seed))
+    got, prober, _ = _packed_fprev(tree, membership_min, seed=seed % 1000)
+    assert got == tree
+    assert prober.membership_sets > 0 or family != "numpy"
+
+
+def _hidden_leaf_tree() -> SumTree:
+    """((A + x) + B): A, B pairwise sums of 600 leaves each and x = 1200, which lies at no
+    power-of-two rank from the pivot 0 and so is no rank-offset sample."""
+    from families import pairwise_split
+
+    a, b = pairwise_split(list(range(600))), pairwise_split(list(range(600, 1200)))
+    return SumTree(((a, 1200), b))
+
+
+def test_membership_finds_a_hidden_single_leaf_level():
+    """The root's samples meet A's levels and B's but not x (seed 0: no random draw hits it), so
+    x hides in the interval below B's level; the interval set, pivoted in B, sees x clear its
+    guard bit and places it from the root's pivot."""
+    tree = _hidden_leaf_tree()
+    got, prober, _ = _packed_fprev(tree, 512, seed=0)
+    assert got == tree
+    assert prober.membership_sets > 0 and prober.hidden_leaves >= 1
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_membership_hidden_level_any_seed(seed):
+    assert _packed_fprev(_hidden_leaf_tree(), 512, seed=seed)[0] == _hidden_leaf_tree()
+
+
+def _three_way(where: str) -> SumTree:
+    """numpy's tree of 1024 leaves with one node given a third child: at the root (a set that
+    membership probes classify) or inside the 512-leaf right half (an interval set)."""
+    left, right = numpy_pairwise_sum_tree(1024).root
+    if where == "root":
+        return SumTree((left, *right))
+    rl, rr = right
+    return SumTree((left, (rl, *rr)))
+
+
+@pytest.mark.parametrize("where", ["root", "inside"])
+def test_membership_three_way_node_falls_back(where):
+    tree = _three_way(where)
+    assert tree.max_fan_in() == 3
+    with pytest.raises(RevealError) as exc:
+        _packed_fprev(tree, 512)
+    assert exc.value.kind == "inconsistent"
+    res = _roundtrip(tree)
+    assert res.stats.checks["packed_probes"].startswith("fell back")
+
+
+def test_membership_probes_halve_numpy_sum_rows():
+    """numpy's pairwise sum of 2048 leaves: membership probes take at most 60% of the rows that
+    count probes alone take (the rows of a SimulatedSum are its calls)."""
+    tree = numpy_pairwise_sum_tree(2048)
+    counted, _, plain = _packed_fprev(tree, tree.n + 1)
+    got, prober, target = _packed_fprev(tree, 512)
+    assert counted == tree and got == tree
+    assert prober.membership_sets > 0
+    assert target.calls <= 0.6 * plain.calls
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 13), st.integers(1, 300), st.integers(0, 4), st.booleans()),
+                min_size=1, max_size=40))
+def test_packed_fields_share_no_row(reqs):
+    """Every probe gets one row of one field; fields fit in 24 bits; no row holds a request twice
+    (one pivot a row) or two requests of a family with an exclusive member."""
+    from fpscope.reveal import _assign_slots
+
+    widths, lengths, families, exclusive = (list(c) for c in zip(*reqs))
+    slots = _assign_slots(widths, lengths, families, exclusive, 24)
+    assert sum(sl[0] for sl in slots) <= 24
+    assert [sl[1] for sl in slots] == list(np.cumsum([0] + [sl[0] for sl in slots])[:-1])
+    rows: dict = {}
+    probes = {i: [] for i in range(len(reqs))}
+    for width, _, turns in slots:
+        for i, r0, ln, p0 in turns:
+            assert widths[i] <= width
+            probes[i].extend(range(p0, p0 + ln))
+            for r in range(r0, r0 + ln):
+                rows.setdefault(r, []).append(i)
+    assert all(sorted(p) == list(range(lengths[i])) for i, p in probes.items())
+    serial = {f for f, e in zip(families, exclusive) if e}
+    for held in rows.values():
+        assert len(held) == len(set(held))
+        fams = [families[i] for i in held if families[i] in serial]
+        assert len(fams) == len(set(fams))
