@@ -40,14 +40,22 @@ def test_probing_mmasim_wgmma_fp8_fp16out_differs_from_the_mma_sync_preset():
     assert r["accepted"] and {"block_size", "c_entry"} <= set(r["differs"])
 
 
-def test_cdna2_cdna3_models_are_skipped_with_a_reason(capsys, monkeypatch):
+def test_cdna2_cdna3_and_block_scaled_models_are_skipped_with_a_reason(capsys, monkeypatch):
     """The probes assemble fused profiles: scripts/probe_mmasim.py lists the CDNA2 ("pairwise")
-    and CDNA3 ("two-stage") models as skipped, with the reason, instead of failing them."""
+    and CDNA3 ("two-stage") models as skipped, with the reason, instead of failing them; and
+    the block-scaled (MX / NVFP4) models, whose calls need scales the probes do not send."""
+    from fpscope.probes.blackbox import ProbeError
+    from fpscope.probes.mmasim_target import MmasimTarget
     from fpscope.profile import PRESETS
 
-    nodes = {PRESETS[n].node for n in pm.MODELS if PRESETS[n].node != "fused"}
+    nodes = {PRESETS[n].node for n in pm.MODELS
+             if PRESETS[n].node != "fused" and PRESETS[n].scale_format is None}
     assert nodes == set(pm.SKIPPED_NODES) == {"pairwise", "two-stage"}
-    fused = [n for n in pm.MODELS if PRESETS[n].node == "fused"]
+    scaled = [n for n in pm.MODELS if PRESETS[n].scale_format is not None]
+    assert len(scaled) == 16 and all(pm.skip_reason(n) == pm.SKIPPED_BLOCK_SCALES for n in scaled)
+    with pytest.raises(ProbeError, match="send no scales"):
+        MmasimTarget(scaled[0])
+    fused = [n for n in pm.MODELS if PRESETS[n].node == "fused" and n not in scaled]
     ran = []
     monkeypatch.setattr(pm, "run", lambda name, cases, seed: ran.append(name) or {
         "accepted": True, "fits": True, "matched": 1, "cases": 1, "seconds": 0.0,
@@ -56,5 +64,5 @@ def test_cdna2_cdna3_models_are_skipped_with_a_reason(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert ran == fused
     for n in pm.MODELS:
-        if PRESETS[n].node != "fused":
+        if PRESETS[n].node != "fused" or n in scaled:
             assert f"{n} " in out and "skipped" in out.split(f"{n} ")[1].splitlines()[0]
