@@ -278,9 +278,8 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
         rec: the recording.
         grid_samples: samples used to score the coarse grid.
         progress: optional callback(done, total) for the grid.
-        use_presets: also start from the presets with the recording's formats, block-scaled
-            ones excepted (a recording holds no scales); False: the grid and the descent
-            alone, as for a device no preset describes.
+        use_presets: also start from the presets with the recording's formats (False: the
+            grid and the descent alone, as for a device no preset describes).
 
     Returns:
         FitResult (``exact`` when every sample is reproduced).
@@ -288,9 +287,9 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
     sc = _Scorer(rec)
     head = slice(0, min(grid_samples, len(rec.a)))
     seeds = []
-    for q in PRESETS.values() if use_presets else ():  # a recording holds no block scales
+    for q in PRESETS.values() if use_presets else ():
         if (q.in_format == rec.in_format and q.out_format == rec.out_format
-                and q.b_format == rec.b_format and q.scale_format is None):
+                and q.b_format == rec.b_format):
             L = min(q.block_size, rec.K)
             k_order = q.k_order if q.k == rec.K else None
             try:
