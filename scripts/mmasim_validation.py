@@ -568,20 +568,31 @@ def node_probe(preset: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def _pow2_product(x: int, fa, fb) -> tuple[float, float] | None:
-    """Powers of two a of ``fa`` and b of ``fb`` with a * b = 2^x, both normal where possible
-    (then the product's alignment exponent e_a + e_b is x; a subnormal keeps its format's
-    emin, which lies above its value's exponent), else subnormals too."""
-    for low_a, low_b in ((fa.emin, fb.emin), (fa.emin - fa.p + 1, fb.emin - fb.p + 1)):
-        for ea in range(fa.emax, low_a - 1, -1):
-            if low_b <= x - ea <= fb.emax:
-                return 2.0**ea, 2.0**(x - ea)
+def _product_sum(target: float, fa, fb, slots: int) -> list[tuple[float, float]] | None:
+    """At most ``slots`` products a * b of normal positive values of ``fa`` and ``fb`` that
+    add up to the power of two ``target`` exactly, or None: greedily, largest product first,
+    else as copies of the largest power-of-two product. Normal operands: a product's
+    alignment exponent e_a + e_b is then at most log2 of its value (a subnormal keeps its
+    format's emin, above its value's exponent)."""
+    def normals(f):
+        v = decode(np.arange(1 << f.bits, dtype=np.uint64), f)
+        return np.unique(v[np.isfinite(v) & (v >= f.min_normal)])
+
+    prods = {}
+    for a in normals(fa):
+        for b in normals(fb):
+            prods.setdefault(float(a * b), (float(a), float(b)))
+    out, rest = [], target
+    for v in sorted(prods, reverse=True):
+        while v <= rest and len(out) < slots:
+            out.append(prods[v])
+            rest -= v
+    if rest == 0:
+        return out
+    pow2 = [v for v in prods if v <= target and float(np.log2(v)).is_integer()]
+    if pow2 and target / max(pow2) <= slots:
+        return [prods[max(pow2)]] * int(target / max(pow2))
     return None
-
-
-def _pow2_range(fa, fb) -> tuple[int, int]:
-    """The smallest and largest x with a power-of-two product a * b = 2^x."""
-    return fa.emin - fa.p + 1 + fb.emin - fb.p + 1, fa.emax + fb.emax
 
 
 def _e8m0_pair(x: int) -> tuple[float, float]:
@@ -598,10 +609,10 @@ def scale_cases(preset: str) -> list[tuple[str, tuple, object]]:
     (mmasim and fpscope must agree on them too, and give other bits).
 
     Fused node (``kind::mxf8f6f4``, one e8m0 scale pair per instruction): ``e_zero+1`` /
-    ``e_zero-1`` (c = 0, products 2^v and -2^w scaled below e_zero = -133 by the common scale
-    pair: the zero terms' e_zero sets the window, so -2^w at 2^(e_zero - F) is kept and at
-    2^(e_zero - F - 1) cut; variant e_zero +-1; where the formats' powers of two span enough
-    binades); ``window`` (c = 1, the product -1 scaled by 2^-25: kept at F = 25; variant F -
+    ``e_zero-1`` (c = 0, products adding up to 2^v on fp32's subnormal grid and one product
+    -2^w, all scaled below e_zero = -133 by the common scale pair: the zero terms' e_zero sets
+    the window, so -2^w at 2^(e_zero - F) is kept and at 2^(e_zero - F - 1) cut; variant
+    e_zero +-1); ``window`` (c = 1, the product -1 scaled by 2^-25: kept at F = 25; variant F -
     1); ``NaN scale`` (a NaN scale of a: NaN; variant: scale 1); ``overflow`` (the largest
     operands, scales 2^127: Inf; variant: scales 1).
 
@@ -633,17 +644,18 @@ def scale_cases(preset: str) -> list[tuple[str, tuple, object]]:
                 np.ones(nb) if sb is None else np.asarray(sb, dtype=float))
 
     if prof.node == "fused":
-        lo, hi = _pow2_range(fa, fb)
+        tiny = fa.min_subnormal * fb.min_subnormal  # -2^w is the smallest product, scaled
         for label, w, dz in (("e_zero+1", ez - F, 1), ("e_zero-1", ez - F - 1, -1)):
-            v = min(ez - 1, w + hi - lo)  # p1 = 2^v below e_zero, on fp32's grid (v > -149)
-            if v <= -149:
-                continue
-            x2 = lo
-            sa, sb = _e8m0_pair(w - x2)
-            a1, b1 = _pow2_product(v - w + x2, fa, fb)
-            a2, b2 = _pow2_product(x2, fa, fb)
-            cases.append((label, inputs({0: (a1, b1), 1: (-a2, b2)}, 0.0, [sa], [sb]),
-                          prof.replace(e_zero=ez + dz)))
+            x = w - int(np.log2(tiny))  # the scale pair's exponent
+            for v in range(ez - 1, -149, -1):  # 2^v below e_zero, above fp32's smallest 2^-149
+                big = _product_sum(2.0**(v - x), fa, fb, k - 1)
+                if big is not None:
+                    sa, sb = _e8m0_pair(x)
+                    prods = dict(enumerate(big))
+                    prods[len(big)] = (-fa.min_subnormal, fb.min_subnormal)
+                    cases.append((label, inputs(prods, 0.0, [sa], [sb]),
+                                  prof.replace(e_zero=ez + dz)))
+                    break
         cases.append(("window", inputs({0: (-1.0, 1.0)}, 1.0, [2.0**-25], [1.0]),
                       prof.replace(frac_bits=F - 1)))
         cases.append(("NaN scale", inputs({0: (1.0, 1.0)}, 1.0, [math.nan], [1.0]),
