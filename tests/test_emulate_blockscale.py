@@ -332,6 +332,19 @@ def test_matmul_and_dot_equal_the_reference_loop(name):
     assert output_bits(d, p) == output_bits(float(want[1, 2]), p)
 
 
+def test_auto_engine_takes_numpy_for_block_scales(monkeypatch):
+    """engine "auto" picks the numba kernel for big GEMMs only when it can run the profile:
+    for a block-scaled one it stays on numpy (with every GEMM counted big here)."""
+    import fpscope.emulate as em
+
+    p = PRESETS["rtx-blackwell-mxfp4"]
+    A, B, C, SA, SB = _gemm_operands(p, np.random.default_rng(7), 2, 64, 3)
+    want = matmul(A, B, C, profile=p, engine="numpy", scale_a=SA, scale_b=SB)
+    monkeypatch.setattr(em, "AUTO_NUMBA_FROM", 0)
+    got = matmul(A, B, C, profile=p, scale_a=SA, scale_b=SB)
+    assert np.array_equal(got, want, equal_nan=True)  # the kernel would have raised
+
+
 def test_matmul_pad_and_library_level_with_scales():
     """pad adds whole scale blocks of zero products (scale 1); split-K and promotion slices
     take their own blocks' scales."""
