@@ -257,8 +257,9 @@ def _operand_names(prof) -> tuple[str, str]:
     return tuple("fp32" if f == "tf32" else f for f in prof.operand_formats)
 
 
-#: mmasim's output bits per (model, seed, generator, tiles): :func:`sensitivity` compares
-#: every variant with the same mmasim outputs, computed once.
+#: mmasim's output bits per (preset, model, operand formats, seed, generator, tiles), which fix
+#: the draws and the model: :func:`sensitivity` compares every variant with the same mmasim
+#: outputs, computed once.
 _SIM_CACHE: dict[tuple, np.ndarray] = {}
 
 
@@ -294,7 +295,7 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
         if sf is not None:
             SA = _gen_scales(gen, rng, (tiles, m, nb), sf)
             SB = _gen_scales(gen, rng, (tiles, nb, n), sf)
-        key = (model_name(preset), seed, gi, gen, tiles)  # the same draws, the same model
+        key = (preset, model_name(preset), in_name, b_name, seed, gi, gen, tiles)  # same draws
         if key in _SIM_CACHE:
             d_sim = _SIM_CACHE[key]
         elif sf is None:  # mmasim: one call per full m x n x k tile
