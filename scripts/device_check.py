@@ -204,7 +204,8 @@ def validate_format(fmt: str, run, cases: int, seed: int = 0) -> dict:
 
     K, _, out = FORMATS[fmt]
     presets = [n for n, p in PRESETS.items() if p.in_format == fmt and p.out_format == "fp32"
-               and p.k == K and p.b_format is None]  # live GEMMs take a and b in one format
+               and p.k == K and p.b_format is None  # live GEMMs take a and b in one format
+               and p.scale_format is None]  # and no block scales
     fin, f32 = resolve_format(fmt), resolve_format("fp32")
     M = N = 64
     rng = np.random.default_rng(seed)

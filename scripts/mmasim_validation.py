@@ -24,12 +24,25 @@ fnuz formats (AMD CDNA3 fp8 / bf8, ``fp8_e4m3fnuz`` / ``fp8_e5m2fnuz``): 0x80 is
 they have no -0, so ``bits`` draws 0x80 as any pattern (a NaN), while the finite generators
 draw it as +0.
 
+Block-scaled presets (MX / NVFP4, ``Profile.scale_format``) also draw the scales of A's rows
+and B's columns, one per ``scale_block_size`` elements of K, per generator (:func:`_gen_scales`):
+``bits`` every pattern (the NaN one, 0xFF e8m0 / 0x7F ue4m3, and ue4m3's zero included);
+``finite`` every pattern but NaN; ``cancel`` scales near 1 (the cancelling products stay
+comparable with c); ``wide`` the extreme exponents (2^-127 .. 2^-125 and 2^125 .. 2^127 for
+e8m0: products far below fp32's range and overflowing it); ``tiny`` e8m0 exponents that put
+the products near fp32's subnormal range and the zero terms' e_zero (-133: a scale pair near
+2^-140), the smallest ue4m3 values (zero, subnormals). mmasim runs them through
+``op(A, B, C, scale_a, scale_b)`` (mmasim_target.block_scaled_call), fpscope through
+``fdpa_batch(..., scale_a, scale_b)``; :func:`scale_cases` adds hand-made cases that a scale
+decides.
+
 Besides the random cases: ``e_zero_cases`` / ``e_zero_probe`` build, per preset, inputs on which
 ``e_zero`` decides the output (or report it unobservable), and ``--sensitivity`` reruns every
 one-parameter change of each preset (F +-1, e_zero +-1, L/2, 2L, step rounding, alignment,
 flushes, -0 rule, operand conversion; for the AMD CDNA2 / CDNA3 nodes also F2, the second
-alignment, product groups, c drop, product overflow and the input zero sign) on the same cases
-and counts the outputs it changes.
+alignment, product groups, c drop, product overflow and the input zero sign; for the grouped
+node of NVFP4 / MXFP4 the group size and the fused node instead) on the same cases, which
+mmasim computes once, and counts the outputs it changes.
 
 Usage: ``python scripts/mmasim_validation.py [--cases N] [--preset NAME ...] [--seed S]
 [--sensitivity]`` (about 3.3 s per preset per 10^5 cases on one idle core; the summary table,
@@ -39,6 +52,7 @@ then the e_zero cases, then the first mismatching cases).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -47,7 +61,7 @@ import numpy as np
 
 from fpscope.emulate.vectorized import fdpa_batch
 from fpscope.formats import decode, encode
-from fpscope.probes.mmasim_target import MODELS, build_model, model_name
+from fpscope.probes.mmasim_target import MODELS, block_scaled_call, build_model, model_name
 from fpscope.probes.mmasim_target import from_torch as _from_torch
 from fpscope.probes.mmasim_target import to_torch as _to_torch
 from fpscope.profile import PRESETS, resolve_format
@@ -180,6 +194,25 @@ def _gen_tiles(gen: str, rng, tiles: int, m: int, n: int, k: int, lin: _Layout,
     raise ValueError(f"unknown generator {gen!r}")
 
 
+def _gen_scales(gen: str, rng, shape: tuple, scale_format: str) -> np.ndarray:
+    """Bit patterns of block scales (module docstring), shape ``shape``."""
+    fs = resolve_format(scale_format)
+    nan = (1 << fs.bits) - 1  # e8m0 0xFF, ue4m3 0x7F
+    pat = rng.integers(0, nan + 1, size=shape, dtype=np.int64)
+    if gen == "bits":
+        return pat
+    if gen == "finite":
+        return pat % nan
+    one = fs.exponent_bias << (fs.p - 1)  # the pattern of 1.0
+    if gen == "cancel":
+        return np.where(rng.random(shape) < 0.6, one, one + rng.integers(-2, 3, size=shape))
+    if gen == "wide":
+        return np.where(rng.random(shape) < 0.5, pat % 3, nan - 1 - pat % 3)
+    if scale_format == "e8m0":  # tiny: 2^-85 .. 2^-55 each
+        return fs.exponent_bias + rng.integers(-85, -54, size=shape)
+    return pat % 4  # tiny ue4m3: 0 and the smallest subnormals
+
+
 _LAYOUT_NAMES: dict[_Layout, str] = {}
 
 
@@ -224,6 +257,12 @@ def _operand_names(prof) -> tuple[str, str]:
     return tuple("fp32" if f == "tf32" else f for f in prof.operand_formats)
 
 
+#: mmasim's output bits per (preset, model, operand formats, seed, generator, tiles), which fix
+#: the draws and the model: :func:`sensitivity` compares every variant with the same mmasim
+#: outputs, computed once.
+_SIM_CACHE: dict[tuple, np.ndarray] = {}
+
+
 def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
             generators=GENERATORS, profile=None) -> Result:
     """Compare ``preset`` with its mmasim model on about ``cases`` output elements.
@@ -241,6 +280,10 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
     out_name = prof.out_format
     lin, lb, lout = _register(in_name), _register(b_name), _register(out_name)
     fin, fb, fout = resolve_format(in_name), resolve_format(b_name), resolve_format(out_name)
+    sf = PRESETS[preset].scale_format  # block scales: laid out as the preset's model takes them
+    if sf is not None:
+        assert op.block_size == prof.scale_block_size, (preset, op.block_size)
+        nb = k // op.block_size
     res = Result(preset, model_name(preset))
     t0 = time.perf_counter()
     per_gen = -(-cases // len(generators))
@@ -248,16 +291,33 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
         rng = np.random.default_rng([seed, gi, sum(map(ord, preset))])
         tiles = max(1, -(-per_gen // (m * n)))
         A, B, C = _gen_tiles(gen, rng, tiles, m, n, k, lin, lout, lb)
-        # mmasim: one call per full m x n x k tile
-        At, Bt, Ct = _to_torch(A, in_name), _to_torch(B, b_name), _to_torch(C, out_name)
-        with torch.no_grad():
-            D = torch.stack([op(At[t], Bt[t], Ct[t]) for t in range(tiles)])
-        d_sim = _from_torch(D, out_name).reshape(-1)
+        scales = {}
+        if sf is not None:
+            SA = _gen_scales(gen, rng, (tiles, m, nb), sf)
+            SB = _gen_scales(gen, rng, (tiles, nb, n), sf)
+        key = (preset, model_name(preset), in_name, b_name, seed, gi, gen, tiles)  # same draws
+        if key in _SIM_CACHE:
+            d_sim = _SIM_CACHE[key]
+        elif sf is None:  # mmasim: one call per full m x n x k tile
+            At, Bt, Ct = _to_torch(A, in_name), _to_torch(B, b_name), _to_torch(C, out_name)
+            with torch.no_grad():
+                D = torch.stack([op(At[t], Bt[t], Ct[t]) for t in range(tiles)])
+            d_sim = _SIM_CACHE[key] = _from_torch(D, out_name).reshape(-1)
+        else:  # ... with the scales of its rows of A and columns of B
+            d_sim = _SIM_CACHE[key] = np.stack([
+                block_scaled_call(op, A[t], B[t], C[t], SA[t], SB[t], in_name, b_name,
+                                  out_name, sf) for t in range(tiles)]).reshape(-1)
+        if sf is not None:
+            fs = resolve_format(sf)
+            scales = {"scale_a": np.repeat(decode(SA, fs)[:, :, None, :], n, axis=2
+                                           ).reshape(-1, nb),
+                      "scale_b": np.repeat(np.swapaxes(decode(SB, fs), 1, 2)[:, None], m, axis=1
+                                           ).reshape(-1, nb)}
         # fpscope: one instruction per output element
         av, bv, cv = decode(A, fin), decode(B, fb), decode(C, fout)
         a_rows = np.repeat(av[:, :, None, :], n, axis=2).reshape(-1, k)      # (t, m, n, k)
         b_cols = np.repeat(np.swapaxes(bv, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
-        d_fp = fdpa_batch(a_rows, b_cols, cv.reshape(-1), prof)
+        d_fp = fdpa_batch(a_rows, b_cols, cv.reshape(-1), prof, **scales)
         d_fp_bits = encode(d_fp, fout).astype(np.int64)
         d_fp_bits = np.where(np.isnan(d_fp), prof.nan_bits, d_fp_bits)
         sim_nan = np.isnan(decode(d_sim, fout))
@@ -275,6 +335,7 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
                 "mmasim": _hex(d_sim[i], lout), "fpscope": _hex(d_fp_bits[i], lout),
                 "a_values": a_rows[i].tolist(), "b_values": b_cols[i].tolist(),
                 "c_value": float(cv.reshape(-1)[i]),
+                **{f"{w}_values": v[i].tolist() for w, v in scales.items()},
             })
     res.seconds = time.perf_counter() - t0
     return res
@@ -349,10 +410,12 @@ def e_zero_cases(preset: str) -> list[tuple[str, list, list]]:
     (products are never below 2^-32), e4m3 and narrower with fp16 output, lossless profiles,
     and the "pairwise" and "two-stage" nodes (AMD CDNA2 / CDNA3: no fused window with zero
     terms; the two-stage node's zero-c exponent cannot change an output, see
-    fpscope/profile.py).
+    fpscope/profile.py). Block-scaled presets: their e_zero cases need scales
+    (:func:`scale_cases`).
     """
     prof = PRESETS[preset]
-    if prof.e_zero is None or prof.lossless or prof.node != "fused":
+    if (prof.e_zero is None or prof.lossless or prof.node != "fused"
+            or prof.scale_format is not None):
         return []
     fin, fb = (resolve_format(f) for f in prof.operand_formats)
     fstep = resolve_format(prof.step_rounding[0])
@@ -425,7 +488,7 @@ def node_cases(preset: str) -> list[tuple[str, np.ndarray, np.ndarray, float, ob
     from fpscope.formats import is_representable
 
     prof = PRESETS[preset]
-    if prof.node == "fused":
+    if prof.node not in ("pairwise", "two-stage"):
         return []
     fa, fb = (resolve_format(f) for f in prof.operand_formats)
     fc = resolve_format(prof.out_format)
@@ -506,8 +569,180 @@ def node_probe(preset: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
+def _product_sum(target: float, fa, fb, slots: int) -> list[tuple[float, float]] | None:
+    """At most ``slots`` products a * b of normal positive values of ``fa`` and ``fb`` that
+    add up to the power of two ``target`` exactly, or None: greedily, largest product first,
+    else as copies of the largest power-of-two product. Normal operands: a product's
+    alignment exponent e_a + e_b is then at most log2 of its value (a subnormal keeps its
+    format's emin, above its value's exponent)."""
+    def normals(f):
+        v = decode(np.arange(1 << f.bits, dtype=np.uint64), f)
+        return np.unique(v[np.isfinite(v) & (v >= f.min_normal)])
+
+    prods = {}
+    for a in normals(fa):
+        for b in normals(fb):
+            prods.setdefault(float(a * b), (float(a), float(b)))
+    out, rest = [], target
+    for v in sorted(prods, reverse=True):
+        while v <= rest and len(out) < slots:
+            out.append(prods[v])
+            rest -= v
+    if rest == 0:
+        return out
+    pow2 = [v for v in prods if v <= target and float(np.log2(v)).is_integer()]
+    if pow2 and target / max(pow2) <= slots:
+        return [prods[max(pow2)]] * int(target / max(pow2))
+    return None
+
+
+def _e8m0_pair(x: int) -> tuple[float, float]:
+    """Two e8m0 scales whose product is 2^x (|x| <= 254)."""
+    ea = max(-127, min(127, x - max(-127, min(127, x // 2))))
+    return 2.0**ea, 2.0**(x - ea)
+
+
+def scale_cases(preset: str) -> list[tuple[str, tuple, object]]:
+    """Hand-made cases that a block scale decides, for the block-scaled presets ([] for the
+    others): (label, inputs, variant). ``inputs`` = (a, b, c, scale_a, scale_b) of one
+    instruction (a, b length k; the scales k / scale_block_size each); ``variant`` is either
+    the preset with one field changed (fpscope must then give other bits) or other inputs
+    (mmasim and fpscope must agree on them too, and give other bits).
+
+    Fused node (``kind::mxf8f6f4``, one e8m0 scale pair per instruction): ``e_zero+1`` /
+    ``e_zero-1`` (c = 0, products adding up to 2^v on fp32's subnormal grid and one product
+    -2^w, all scaled below e_zero = -133 by the common scale pair: the zero terms' e_zero sets
+    the window, so -2^w at 2^(e_zero - F) is kept and at 2^(e_zero - F - 1) cut; variant
+    e_zero +-1); ``window`` (c = 1, the product -1 scaled by 2^-25: kept at F = 25; variant F -
+    1); ``NaN scale`` (a NaN scale of a: NaN; variant: scale 1); ``overflow`` (the largest
+    operands, scales 2^127: Inf; variant: scales 1).
+
+    Grouped node (``kind::mxf4*``, a scale per 32 or 16 elements): ``e_zero+1`` / ``e_zero-1``
+    (e8m0: the product 1 in the first scale block at 2^-140, -1 in the second at 2^(e_zero -
+    F) or one below; variant e_zero +-1); ``group at scale exponent`` (16 products 6 * 6 at
+    scale 1, c = -2^-32: the group's alignment exponent is the scale's (0), not the sum's, so c
+    survives; variant: the fused node); ``cancelled group`` (6 * 6 - 6 * 6 at scale 2^16, c = 1
+    + 2^-20: the cancelled group keeps its scale's exponent and c loses 2^-20; variant: an
+    all-zero group, whose e_zero keeps c); ue4m3 only: ``subnormal scale`` (576 at scale 2^-9,
+    exponent emin = -6, c = -2^-42 cut away; variant c = -2^-41, kept), ``zero scale`` (576 at
+    scales 0 and 448: a zero term at e_zero, so c = 2^-12 + 2^-35 survives; variant e_zero = 3,
+    above the scale pair's 2^2, cuts it); ``NaN scale``; e8m0 only: ``overflow`` (576 at
+    2^254: Inf).
+    """
+    prof = PRESETS[preset]
+    if prof.scale_format is None:
+        return []
+    k, nb, F, ez = prof.k, prof.k // prof.scale_block_size, prof.frac_bits, prof.e_zero
+    fa, fb = (resolve_format(f) for f in prof.operand_formats)
+    e8m0 = prof.scale_format == "e8m0"
+    cases = []
+
+    def inputs(prods, c=0.0, sa=None, sb=None):
+        a, b = np.zeros(k), np.zeros(k)
+        for j, (x, y) in prods.items():
+            a[j], b[j] = x, y
+        return (a, b, float(c), np.ones(nb) if sa is None else np.asarray(sa, dtype=float),
+                np.ones(nb) if sb is None else np.asarray(sb, dtype=float))
+
+    if prof.node == "fused":
+        tiny = fa.min_subnormal * fb.min_subnormal  # -2^w is the smallest product, scaled
+        for label, w, dz in (("e_zero+1", ez - F, 1), ("e_zero-1", ez - F - 1, -1)):
+            x = w - int(np.log2(tiny))  # the scale pair's exponent
+            for v in range(ez - 1, -149, -1):  # 2^v below e_zero, above fp32's smallest 2^-149
+                big = _product_sum(2.0**(v - x), fa, fb, k - 1)
+                if big is not None:
+                    sa, sb = _e8m0_pair(x)
+                    prods = dict(enumerate(big))
+                    prods[len(big)] = (-fa.min_subnormal, fb.min_subnormal)
+                    cases.append((label, inputs(prods, 0.0, [sa], [sb]),
+                                  prof.replace(e_zero=ez + dz)))
+                    break
+        cases.append(("window", inputs({0: (-1.0, 1.0)}, 1.0, [2.0**-25], [1.0]),
+                      prof.replace(frac_bits=F - 1)))
+        cases.append(("NaN scale", inputs({0: (1.0, 1.0)}, 1.0, [math.nan], [1.0]),
+                      inputs({0: (1.0, 1.0)}, 1.0, [1.0], [1.0])))
+        big = {0: (fa.max_finite, fb.max_finite)}
+        cases.append(("overflow", inputs(big, 0.0, [2.0**127], [2.0**127]), inputs(big)))
+        return cases
+    G, sbs = prof.group_size, prof.scale_block_size
+    sixes = {j: (6.0, 6.0) for j in range(G)}
+    unit = np.ones(nb)
+    if e8m0:
+        second = sbs  # the first product of the second scale block
+        for label, w, dz in (("e_zero+1", ez - F, 1), ("e_zero-1", ez - F - 1, -1)):
+            sa, sb = unit.copy(), unit.copy()
+            sa[0], sb[0] = _e8m0_pair(-140)
+            sa[1], sb[1] = _e8m0_pair(w)
+            cases.append((label, inputs({0: (1.0, 1.0), second: (-1.0, 1.0)}, 0.0, sa, sb),
+                          prof.replace(e_zero=ez + dz)))
+    cases.append(("group at scale exponent", inputs(sixes, -(2.0**-32)),
+                  prof.replace(node="fused", group_size=None)))
+    s16 = unit.copy()
+    s16[0] = 2.0**8 if e8m0 else 256.0
+    c = 1 + 2.0**-20
+    cases.append(("cancelled group", inputs({0: (6.0, 6.0), 1: (-6.0, 6.0)}, c, s16, s16),
+                  inputs({0: (0.0, 6.0), 1: (-0.0, 6.0)}, c, s16, s16)))
+    nan = unit.copy()
+    nan[-1] = math.nan
+    cases.append(("NaN scale", inputs(sixes, 1.0, unit, nan), inputs(sixes, 1.0)))
+    if e8m0:
+        top = unit.copy()
+        top[0] = 2.0**127
+        cases.append(("overflow", inputs(sixes, 0.0, top, top), inputs(sixes)))
+    else:
+        sub = unit.copy()
+        sub[0] = 2.0**-9
+        cases.append(("subnormal scale", inputs(sixes, -(2.0**-42), sub),
+                      inputs(sixes, -(2.0**-41), sub)))
+        zero, s448 = unit.copy(), unit.copy()
+        zero[0], s448[0] = 0.0, 448.0
+        cases.append(("zero scale", inputs(sixes, 2.0**-12 + 2.0**-35, zero, s448),
+                      prof.replace(e_zero=3)))
+    return cases
+
+
+def scale_probe(preset: str) -> list[tuple[str, int, int, int, int | None]]:
+    """(case, mmasim bits, fpscope bits, fpscope bits of the variant, mmasim bits of the
+    variant inputs or None for a profile variant) of each :func:`scale_cases` case; a NaN is
+    written as the preset's ``nan_bits``."""
+    from fpscope.profile import Profile
+
+    prof = PRESETS[preset]
+    op = build_model(preset)
+    in_name, b_name = _operand_names(prof)
+    fin, fb = resolve_format(in_name), resolve_format(b_name)
+    fout, fs = resolve_format(prof.out_format), resolve_format(prof.scale_format)
+    nb = prof.k // prof.scale_block_size
+
+    def bits(d) -> int:
+        d = float(np.asarray(d).reshape(-1)[0])
+        return prof.nan_bits if np.isnan(d) else int(encode(np.array([d]), fout)[0])
+
+    def sim(a, b, c, sa, sb) -> int:
+        A, B, C = np.zeros((op.m, op.k)), np.zeros((op.k, op.n)), np.zeros((op.m, op.n))
+        SA, SB = np.ones((op.m, nb)), np.ones((nb, op.n))
+        A[0], B[:, 0], C[0, 0], SA[0], SB[:, 0] = a, b, c, sa, sb
+        d = block_scaled_call(op, encode(A, fin), encode(B, fb), encode(C, fout),
+                              encode(SA, fs), encode(SB, fs), in_name, b_name,
+                              prof.out_format, prof.scale_format)
+        return bits(decode(d[0, 0], fout))
+
+    def fp(q, a, b, c, sa, sb) -> int:
+        return bits(fdpa_batch(a[None], b[None], np.array([c]), q, sa[None], sb[None]))
+
+    out = []
+    for label, case, variant in scale_cases(preset):
+        if isinstance(variant, Profile):
+            out.append((label, sim(*case), fp(prof, *case), fp(variant, *case), None))
+        else:
+            out.append((label, sim(*case), fp(prof, *case), fp(prof, *variant), sim(*variant)))
+    return out
+
+
 def _variants(p) -> dict:
     """One-parameter changes of profile ``p`` (name -> changed profile)."""
+    if p.node == "grouped":
+        return _grouped_variants(p)
     if p.node != "fused":
         return _node_variants(p)
     out = {"F-1": p.replace(frac_bits=p.frac_bits - 1), "F+1": p.replace(frac_bits=p.frac_bits + 1)}
@@ -532,6 +767,27 @@ def _variants(p) -> dict:
     if p.operand_conversion is not None:
         out["operand round"] = p.replace(
             operand_conversion="round" if p.operand_conversion == "truncate" else "truncate")
+    return out
+
+
+def _grouped_variants(p) -> dict:
+    """One-parameter changes of a "grouped" profile (NVFP4 / MXFP4 ``kind::mxf4*``); the
+    scale format and block stay (they fix the scales' layout)."""
+    out = {"F-1": p.replace(frac_bits=p.frac_bits - 1),
+           "F+1": p.replace(frac_bits=p.frac_bits + 1),
+           "e_zero-1": p.replace(e_zero=p.e_zero - 1), "e_zero+1": p.replace(e_zero=p.e_zero + 1),
+           "fused node": p.replace(node="fused", group_size=None),
+           "G/2": p.replace(group_size=p.group_size // 2)}
+    if p.scale_block_size % (2 * p.group_size) == 0:
+        out["2G"] = p.replace(group_size=2 * p.group_size)
+    out["L/2"] = p.replace(block_size=p.block_size // 2)
+    fmt, mode = p.step_rounding
+    out["step RNE"] = p.replace(step_rounding=(fmt, "RNE"))
+    for al in ("floor", "nearest"):
+        out[al] = p.replace(alignment=al)
+    out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
+    out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
+    out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
     return out
 
 
@@ -628,11 +884,24 @@ def main(argv=None) -> int:
     for p in presets:
         probe = e_zero_probe(p)
         if not probe:
-            print(f"  {p:<{wp}} not observable")
+            print(f"  {p:<{wp}} " + ("see the block-scale cases" if PRESETS[p].scale_format
+                                     else "not observable"))
             continue
         cells = [f"{lab}: mmasim={s_:x} fpscope={f_:x} variant={v_:x}"
                  for lab, s_, f_, v_ in probe]
         ok = all(s_ == f_ != v_ for _, s_, f_, v_ in probe)
+        print(f"  {p:<{wp}} {'; '.join(cells)}  {'match' if ok else 'MISMATCH'}")
+    scaled = [p for p in presets if scale_cases(p)]
+    if scaled:
+        print("\nblock-scale cases (scale_cases: hand-made, each decided by a scale; 'variant' is "
+              "fpscope with one field changed, or other inputs that mmasim also runs "
+              "(mmasim/fpscope), which must differ):")
+    for p in scaled:
+        probe = scale_probe(p)
+        cells = [f"{lab}: mmasim={s_:x} fpscope={f_:x} variant="
+                 + (f"{v_:x}" if sv is None else f"{sv:x}/{v_:x}")
+                 for lab, s_, f_, v_, sv in probe]
+        ok = all(s_ == f_ != v_ and sv in (None, v_) for _, s_, f_, v_, sv in probe)
         print(f"  {p:<{wp}} {'; '.join(cells)}  {'match' if ok else 'MISMATCH'}")
     node = [p for p in presets if node_cases(p)]
     if node:

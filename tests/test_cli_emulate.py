@@ -155,3 +155,51 @@ def test_emulate_mixed_input_formats(capsys, tmp_path):
                        "--b", tmp_path / "B2.npy", "-o", tmp_path / "E.npy")
     assert code == 2 and "B[1, 1] = 1.125" in err and "operand b" in err, err
     assert not (tmp_path / "E.npy").exists()
+
+
+def test_emulate_block_scaled(capsys, tmp_path):
+    """A block-scaled preset (NVFP4: ue4m3 scales per 16 elements of K) takes --scale-a and
+    --scale-b; D equals fpscope.emulate.matmul with the same scales. Missing scales, scales for
+    a plain profile, a wrong scale shape and a value outside the scale format are one-line
+    usage errors; profiles shows the scale format and block."""
+    from fpscope.emulate import matmul
+    from fpscope.formats import decode
+    from fpscope.profile import resolve_format
+
+    p = PRESETS["blackwell-tcgen05-nvfp4"]
+    rng = np.random.default_rng(6)
+    fa, fs = resolve_format(p.in_format), resolve_format(p.scale_format)
+    M, K, N = 3, 128, 2
+    A = decode(rng.integers(0, 16, size=(M, K), dtype=np.uint64), fa)
+    B = decode(rng.integers(0, 16, size=(K, N), dtype=np.uint64), fa)
+    SA = decode(rng.integers(0, 127, size=(M, K // 16), dtype=np.uint64), fs)
+    SB = decode(rng.integers(0, 127, size=(K // 16, N), dtype=np.uint64), fs)
+    for name, x in (("A", A), ("B", B), ("SA", SA), ("SB", SB), ("SBt", SB.T),
+                    ("bad", np.full(SA.shape, 500.0))):
+        np.save(tmp_path / f"{name}.npy", x.astype(np.float32))
+    base = ["emulate", "--a", tmp_path / "A.npy", "--b", tmp_path / "B.npy"]
+    code, _, err = cli(capsys, *base, "--profile", p.name, "--scale-a", tmp_path / "SA.npy",
+                       "--scale-b", tmp_path / "SB.npy", "-o", tmp_path / "D.npy")
+    assert code == 0, err
+    D = np.load(tmp_path / "D.npy")
+    assert D.dtype == np.float32
+    want = matmul(A, B, profile=p, scale_a=SA, scale_b=SB)
+    assert np.array_equal(D.astype(np.float64), want, equal_nan=True)
+    for extra, fragment in (
+        (["--profile", p.name], "give --scale-a and --scale-b"),
+        (["--profile", p.name, "--scale-a", tmp_path / "SA.npy"], "give --scale-a and --scale-b"),
+        (["--profile", "hopper-fp16", "--scale-a", tmp_path / "SA.npy", "--scale-b",
+          tmp_path / "SB.npy"], "has no block scales"),
+        (["--profile", p.name, "--scale-a", tmp_path / "SA.npy", "--scale-b",
+          tmp_path / "SBt.npy"], "scale_b must have shape (8, 2)"),
+        (["--profile", p.name, "--scale-a", tmp_path / "bad.npy", "--scale-b",
+          tmp_path / "SB.npy"], "scale_a[0, 0] = 500.0 is not exactly representable in ue4m3"),
+    ):
+        code, _, err = cli(capsys, *base, *extra, "-o", tmp_path / "E.npy")
+        assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "E.npy").exists()
+    code, out, _ = cli(capsys, "profiles")
+    assert code == 0 and "fp4_e2m1, ue4m3/16" in out
+    with pytest.raises(SystemExit):
+        main(["emulate", "--help"])
+    assert "--scale-a SA.npy --scale-b SB.npy" in capsys.readouterr().out

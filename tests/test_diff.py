@@ -107,3 +107,17 @@ def test_mixed_input_profiles_get_a_witness():
     assert res.witness and res.witness["a"] != res.witness["b"]
     for p in res.witness["input"]["products"]:
         assert len(p["a"]) == len(p["b"]) == 4  # "0xNN": one fp8 byte each
+
+
+def test_block_scaled_profiles_are_compared_by_fields_only():
+    """diff names the first differing field of block-scaled profiles (the grouped node's
+    group_size, the scale format) and says why no witness is searched: the random generators
+    draw no scales."""
+    nv = get_profile("rtx-blackwell-nvfp4")
+    res = diff_profiles(nv, nv.replace(group_size=8), cases=256)
+    assert not res.same and res.parameter["name"] == "group_size" and res.witness is None
+    assert any("block-scaled" in n for n in res.notes)
+    res = diff_profiles(get_profile("rtx-blackwell-mxfp8-e4m3"), get_profile("rtx-blackwell-e4m3"),
+                        cases=256)
+    assert res.parameter["name"] == "scale_format" and res.witness is None
+    assert diff_profiles(nv, nv).same

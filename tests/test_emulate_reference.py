@@ -236,7 +236,7 @@ def test_mixed_presets_follow_their_same_format_preset():
     short = {"fp8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "fp6_e3m2": "e3m2", "fp6_e2m3": "e2m3",
              "fp4_e2m1": "e2m1", "fp8_e4m3fnuz": "fp8", "fp8_e5m2fnuz": "bf8"}  # AMD: fnuz
     mixed = [p for p in PRESETS.values() if p.b_format is not None]
-    assert 8 <= len(mixed) <= 16
+    assert 8 <= len(mixed) <= 18  # a representative set (two of them block-scaled)
     for p in mixed:
         a, b = short[p.in_format], short[p.b_format]
         assert f"-{a}-{b}" in p.name and p.status == "experimental" and not p.evidence

@@ -1,4 +1,4 @@
-"""Narrow formats (tf32, fp8, fp6, fp4, e8m0): bit-exact encode/decode, rounding in every mode,
+"""Narrow formats (tf32, fp8, fp6, fp4, e8m0, ue4m3): bit-exact encode/decode, rounding in every mode,
 overflow policies, flush-to-zero and special values, checked against ml_dtypes and an exact
 rational reference."""
 
@@ -12,11 +12,13 @@ from hypothesis import given, settings, strategies as st
 
 from fpscope.formats import (
     ALL_FORMATS, BF16, E8M0, FORMATS, FP4_E2M1, FP6_E2M3, FP6_E3M2, FP8_E4M3FN, FP8_E4M3FNUZ,
-    FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, OVERFLOW_POLICIES, ROUNDING_MODES, TF32, Format,
-    decode, encode, format_of_dtype, get_format, is_representable, round_to_format, to_storage,
+    FP8_E5M2, FP8_E5M2FNUZ, FP16, FP32, FP64, OVERFLOW_POLICIES, ROUNDING_MODES, TF32, UE4M3,
+    Format, decode, encode, format_of_dtype, get_format, is_representable, round_to_format,
+    to_storage,
 )
 
-SMALL = [f for f in ALL_FORMATS.values() if f.bits <= 8]
+#: the narrow formats with an ml_dtypes dtype (ue4m3 has none: test_ue4m3_* below)
+SMALL = [f for f in ALL_FORMATS.values() if f.bits <= 8 and f is not UE4M3]
 ML_NAMES = {
     "fp8_e4m3fn": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2", "fp8_e4m3fnuz": "float8_e4m3fnuz",
     "fp8_e5m2fnuz": "float8_e5m2fnuz", "fp6_e2m3": "float6_e2m3fn", "fp6_e3m2": "float6_e3m2fn",
@@ -50,7 +52,7 @@ def _ref(x: float, fmt: Format, mode: str, policy=None, flush=False) -> float:
     mf = fmt.max_finite
     if math.isnan(x):
         return math.nan
-    if not fmt.signed and (x < 0 or (x == 0)):
+    if not fmt.signed and (x < 0 or (x == 0 and not fmt.has_zero)):
         return math.nan
     if not fmt.has_zero and x == 0:
         return math.nan
@@ -375,6 +377,35 @@ def test_e8m0_rounding():
     assert encode([1.0, 2.0**-127, 2.0**127, np.nan], E8M0).tolist() == [127, 0, 254, 255]
     assert decode([0, 127, 254], E8M0).tolist() == [2.0**-127, 1.0, 2.0**127] and np.isnan(decode([255], E8M0)[0])
     assert not is_representable([0.0, -1.0, 3.0], E8M0).any()
+
+
+def test_ue4m3_is_the_non_negative_half_of_e4m3fn():
+    """ue4m3 (NVFP4's block scale, PTX .ue4m3): every 7-bit pattern decodes as the e4m3fn byte
+    with the sign bit clear (mmasim truncate_e4m3_to_ue4m3), round trips, and rounds every
+    non-negative value as e4m3fn does, in every mode; negative values are NaN, -0 is +0."""
+    pats = np.arange(128, dtype=np.uint8)
+    want = pats.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    got = decode(pats, UE4M3)
+    assert _same(got, want).all() and np.isnan(got[0x7F]) and not np.isnan(got[:0x7F]).any()
+    assert np.array_equal(encode(got[:0x7F], UE4M3), pats[:0x7F])
+    assert encode([np.nan], UE4M3)[0] == 0x7F
+    assert (UE4M3.bits, UE4M3.max_finite, UE4M3.min_subnormal) == (7, 448.0, 2.0**-9)
+    assert UE4M3.has_zero and UE4M3.has_nan and not UE4M3.has_negative_zero
+    rng = np.random.default_rng(11)
+    x32 = np.concatenate([_interesting_fp32(FP8_E4M3FN), _random_fp32(FP8_E4M3FN, rng, 20000)])
+    with np.errstate(invalid="ignore"):  # signalling NaNs
+        x = np.abs(x32.astype(np.float64))
+    for mode in ROUNDING_MODES:
+        for policy in ("nan", "saturate"):
+            assert _same(round_to_format(x, UE4M3, mode, overflow=policy),
+                         np.abs(round_to_format(x, FP8_E4M3FN, mode, overflow=policy))).all()
+    r = round_to_format([-0.0, -1.0, -1e-30, -np.inf, np.inf, 0.0], UE4M3)
+    assert r[0] == 0 and not np.signbit(r[0]) and np.isnan(r[1:5]).all() and r[5] == 0
+    assert not is_representable([-0.0, -1.0, 449.0, 2.0**-10], UE4M3).any()
+    assert is_representable([0.0, 2.0**-9, 448.0, np.nan], UE4M3).all()
+    assert get_format("UE4M3") is UE4M3
+    with pytest.raises(ValueError, match="no numpy storage dtype"):
+        to_storage([1.0], UE4M3)
 
 
 def test_narrow_nan_and_inf_inputs():

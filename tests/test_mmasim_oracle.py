@@ -53,8 +53,18 @@ format). They stay "experimental" although most agree with mmasim bit for bit: i
 MI200 / MI300 recording exists. Beyond the random cases, ``mv.node_cases`` builds hand-made
 cases that one CDNA2 / CDNA3 field decides (F2, the floor of stage 2, c drop, product groups,
 product overflow; input and output flush, the zero sign, -0 results), and
-``test_node_case`` checks that mmasim agrees and the one-field variant does not. Left out (see
-fpscope/profile.py): block-scaled MX/NVFP4 instructions, FP64/FP32 FMA chains.
+``test_node_case`` checks that mmasim agrees and the one-field variant does not.
+
+Block-scaled instructions (``Profile.scale_format``; mmasim ``TCGen05MMABlockScale`` and
+``MMABlockScale``: Blackwell tcgen05 and RTX Blackwell mma.sync, MXFP8 / MXFP6 / MXFP4 with
+e8m0 scales per 32, NVFP4 with ue4m3 scales per 16): the comparison draws the scales with the
+operands (NaN, zero, the extreme e8m0 exponents, scale pairs near e_zero; mmasim_validation's
+module docstring) and passes them to both models; ``mv.scale_cases`` builds hand-made cases
+that a scale decides (e_zero under tiny scales, the window at a scaled exponent, NaN scales,
+overflow, a group aligned at its scale's exponent, a cancelled group, ue4m3 subnormal and zero
+scales), and ``test_scale_case`` checks that mmasim agrees, and that the variant (one field
+changed, or other inputs that mmasim runs too) gives other bits. Left out (see
+fpscope/profile.py): FP64/FP32 FMA chains.
 """
 
 import importlib.util
@@ -71,7 +81,7 @@ mv = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("mmasim_validation", mv)
 _spec.loader.exec_module(mv)
 
-CASES = 10_000  # per preset (all 90 presets: about 20 s on one CPU core)
+CASES = 10_000  # per preset (all 106 presets: about 45 s on one CPU core)
 
 #: preset -> (matched, cases) with CASES and seed 0, and why.
 KNOWN_MISMATCH = {
@@ -193,7 +203,7 @@ NODE_PRESETS = [p for p in mv.MODELS if mv.node_cases(p)]
 def test_every_cdna2_cdna3_preset_has_node_cases():
     from fpscope.profile import PRESETS
 
-    assert NODE_PRESETS == [p for p in mv.MODELS if PRESETS[p].node != "fused"]
+    assert NODE_PRESETS == [p for p in mv.MODELS if PRESETS[p].node in ("pairwise", "two-stage")]
     assert len(NODE_PRESETS) == 10
     for p in NODE_PRESETS:  # the cases the formats allow (fp16 / fp8: no overflow, ...)
         labels = {c[0] for c in mv.node_cases(p)}
@@ -234,3 +244,55 @@ def test_cdna3_bf8_mmasim_drops_a_non_finite_c():
         assert math.isnan(float(d16[0])) if math.isnan(c) else float(d16[0]) == c
         got = fdpa([2.0**15] * 32, [2.0**15] * 32, c, PRESETS["cdna3-bf8"])
         assert math.isnan(got) if math.isnan(c) else got == c
+
+
+SCALED = [p for p in mv.MODELS if mv.scale_cases(p)]
+
+
+def test_every_block_scaled_preset_has_scale_cases():
+    """Each block-scaled preset has hand-made cases; e_zero is probed for every e8m0 preset
+    (NVFP4's e_zero cannot change an output: ue4m3 scales keep every nonzero term's exponent
+    at -12 or above and c's at -126 or above, so a zero term's -139 never sets the window)."""
+    from fpscope.profile import PRESETS
+
+    assert SCALED == [p for p in mv.MODELS if PRESETS[p].scale_format is not None]
+    assert len(SCALED) == 16
+    for p in SCALED:
+        labels = {c[0] for c in mv.scale_cases(p)}
+        prof = PRESETS[p]
+        assert {"NaN scale"} <= labels
+        if prof.node == "fused":
+            assert {"window", "overflow"} <= labels
+        else:
+            assert {"group at scale exponent", "cancelled group"} <= labels
+        assert ({"e_zero+1", "e_zero-1"} <= labels) == (prof.scale_format == "e8m0"), p
+        if prof.scale_format == "ue4m3":
+            assert {"subnormal scale", "zero scale"} <= labels
+
+
+@pytest.mark.parametrize("preset", SCALED)
+def test_scale_case(preset):
+    """Hand-made cases that a block scale decides: mmasim gives fpscope's bits; the variant (a
+    profile with one field changed, or other inputs that mmasim runs as well) gives other
+    bits, and mmasim agrees on the other inputs too."""
+    for label, d_sim, d_fp, d_var, d_sim_var in mv.scale_probe(preset):
+        assert d_sim == d_fp, f"{label}: mmasim {d_sim:x}, fpscope {d_fp:x}"
+        assert d_var != d_fp, f"{label}: the case does not decide it"
+        assert d_sim_var in (None, d_var), f"{label}: variant mmasim {d_sim_var:x}, {d_var:x}"
+
+
+@pytest.mark.parametrize("preset", ["blackwell-tcgen05-mxfp8-e5m2", "rtx-blackwell-nvfp4"])
+def test_block_scaled_random_cases_see_the_arithmetic(preset):
+    """The random cases (scales drawn with the operands) tell the preset from a one-field
+    change: the window F, the block size, the alignment, the step rounding and, for the grouped
+    node, the group size and the node itself each change outputs that mmasim decides."""
+    from fpscope.profile import PRESETS
+
+    p = PRESETS[preset]
+    variants = [p.replace(frac_bits=p.frac_bits - 1), p.replace(block_size=p.block_size // 2),
+                p.replace(alignment="nearest"), p.replace(step_rounding=("fp32", "RNE"))]
+    if p.node == "grouped":
+        variants += [p.replace(group_size=8), p.replace(node="fused", group_size=None)]
+    for q in variants:
+        r = mv.compare(preset, 4000, seed=0, max_examples=0, profile=q)
+        assert r.matched < r.cases, q

@@ -18,8 +18,9 @@ def _params():
     # fp6/fp4 inputs and CDNA1's lossless blocks are probed through the rounding-pair structure
     # probe and c as the third term (tests/test_probes_narrow.py); mixed a/b presets (e4m3 x
     # e5m2, ...) form each probe product from an a value and a power of two of b's format; the
-    # AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes are fitted by the node family
-    return [pytest.param(name, id=name) for name in PRESETS]
+    # AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes are fitted by the node family; block-scaled
+    # presets are left out: the probes send no scales (test_block_scaled_sim_is_refused)
+    return [pytest.param(name, id=name) for name, p in PRESETS.items() if p.scale_format is None]
 
 
 def _blocks(order, L, K):
@@ -156,3 +157,17 @@ def test_output_rounding_after_wider_steps_is_found(base, step, out):
 def test_no_output_rounding_for_single_rounding_presets():
     rep = probe(SimulatedTarget(PRESETS["hopper-fp16-fp16out"]), cases=500)
     assert rep.profile.output_rounding is None and "output_rounding" not in rep.features()
+
+
+def test_block_scaled_sim_is_refused():
+    """A block-scaled preset cannot be a probe target (D = op(A, B, C) carries no scales): the
+    simulated target and the CLI's sim: / simgemm: / mmasim: specs refuse it in one line."""
+    from fpscope.probes.blackbox import ProbeError, make_matrix_target
+
+    for name in ("blackwell-tcgen05-mxfp8-e4m3", "rtx-blackwell-nvfp4"):
+        with pytest.raises(ProbeError, match="block-scaled .* the probes send no scales"):
+            SimulatedTarget(PRESETS[name])
+        for spec in (f"sim:{name}", f"simgemm:{name}"):
+            with pytest.raises(ProbeError, match="send no scales") as exc:
+                make_matrix_target(spec)
+            assert "\n" not in str(exc.value)

@@ -275,15 +275,22 @@ def build_parser() -> argparse.ArgumentParser:
         "bit for bit. A, B, C are .npy files of floats whose values must be exactly "
         "representable in the profile's input (A, B) and output (C) formats (.npy cannot hold "
         "bf16 or fp8: store such values as float32, which holds them exactly); D is written in "
-        "the output format (float32 or float16).",
+        "the output format (float32 or float16). Block-scaled profiles (MXFP8/6/4: e8m0 "
+        "scales per 32 elements of K; NVFP4: ue4m3 scales per 16) also take the scales: "
+        "SA (M, K/s) and SB (K/s, N) .npy files of scale values (powers of two for e8m0, NaN "
+        "allowed), s the profile's scale block size.",
         epilog="examples:\n  fpscope emulate --profile hopper-fp16 --a A.npy --b B.npy -o D.npy\n"
-        "  fpscope emulate --profile my_profile.json --a A.npy --b B.npy --c C.npy -o D.npy",
+        "  fpscope emulate --profile my_profile.json --a A.npy --b B.npy --c C.npy -o D.npy\n"
+        "  fpscope emulate --profile blackwell-tcgen05-nvfp4 --a A.npy --b B.npy "
+        "--scale-a SA.npy --scale-b SB.npy -o D.npy",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     em.add_argument("--profile", required=True, help="a preset name (fpscope profiles) or a "
                     "profile JSON file")
     em.add_argument("--a", required=True, help="A, an (M, K) .npy file")
     em.add_argument("--b", required=True, help="B, a (K, N) .npy file")
     em.add_argument("--c", help="C, an (M, N) .npy file (default zeros)")
+    em.add_argument("--scale-a", help="block-scaled profiles: A's scales, an (M, K/s) .npy file")
+    em.add_argument("--scale-b", help="block-scaled profiles: B's scales, a (K/s, N) .npy file")
     em.add_argument("-o", "--output", required=True, help="where to write D (.npy)")
     em.add_argument("--pad", action="store_true", help="pad K with zero products up to a "
                     "multiple of the instruction's k (not always equal to a shorter dot product)")
@@ -729,6 +736,8 @@ def cmd_profiles(args) -> int:
         steps = p.k // p.block_size
         shape = f"{p.block_size}" + (f" x {steps}" if steps > 1 else "")
         inputs = p.in_format if p.b_format is None else f"{p.in_format} x {p.b_format}"
+        if p.scale_format is not None:
+            inputs += f", {p.scale_format}/{p.scale_block_size}"
         F = ("exact" if p.lossless else "-" if p.node == "pairwise"  # pairwise: no window
              else f"{p.frac_bits}/{p.frac_bits2}" if p.node == "two-stage" else str(p.frac_bits))
         table.add_row(p.name, inputs, p.out_format, shape, F,
@@ -785,9 +794,19 @@ def cmd_emulate(args) -> int:
     A = _load_matrix(args.a, "A")
     B = _load_matrix(args.b, "B")
     C = _load_matrix(args.c, "C") if args.c else None
+    scaled = profile.scale_format is not None
+    if scaled and not (args.scale_a and args.scale_b):
+        raise UsageError(f"{profile.name} is block-scaled ({profile.scale_format} per "
+                         f"{profile.scale_block_size} elements of K): give --scale-a and "
+                         f"--scale-b")
+    if not scaled and (args.scale_a or args.scale_b):
+        raise UsageError(f"{profile.name} has no block scales: drop --scale-a / --scale-b")
+    SA = _load_matrix(args.scale_a, "scale_a") if scaled else None
+    SB = _load_matrix(args.scale_b, "scale_b") if scaled else None
     try:
         D = matmul(A, B, C, profile=profile, pad=args.pad, engine=args.engine,
-                   threads=args.threads, alpha=args.alpha, out_format=args.out_format)
+                   threads=args.threads, alpha=args.alpha, out_format=args.out_format,
+                   scale_a=SA, scale_b=SB)
     except ValueError as exc:
         msg = str(exc).splitlines()[0].replace("pass pad=True", "pass --pad").replace(
             " see matmul's docstring", " see --help")

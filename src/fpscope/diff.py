@@ -354,6 +354,10 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
             or resolve_format(a.out_format).name != resolve_format(b.out_format).name):
         res.notes.append("different input or output formats: no common input to compare")
         return res
+    if a.scale_format is not None or b.scale_format is not None:
+        res.notes.append("block-scaled profile: no witness search (the random generators "
+                         "draw no scales)")
+        return res
     res.witness = _profile_witness(a, b, cases, seed)
     if res.witness is None:
         res.notes.append(f"no input among {cases} random cases gives different bits")

@@ -30,6 +30,7 @@ subnormals; "S.E.M" gives the sign, exponent and trailing-significand field widt
     fp6_e3m2      1.3.2       3   3    -2     4  28                 no   none                 yes  saturate
     fp4_e2m1      1.2.1       1   2     0     2  6                  no   none                 yes  saturate
     e8m0          0.8.0     127   1  -127   127  2^127              no   0xFF only            -    nan
+    ue4m3         0.4.3       7   4    -6     8  448                no   0x7F only            -    nan
 
 Sources:
 
@@ -48,6 +49,11 @@ Sources:
   ``float6_e3m2fn``, ``float4_e2m1fn`` (stored one value per byte, in the low bits).
 * e8m0: OCP MX v1.0, scale data type E8M0: 8 exponent bits, no sign, no significand,
   bias 127, values 2^-127 .. 2^127, 0xFF is NaN, no zero. ml_dtypes ``float8_e8m0fnu``.
+* ue4m3: the NVFP4 block-scale type (PTX ISA ``.ue4m3``, the scale of
+  ``kind::mxf4nvf4 ... .block16``): OFP8 E4M3 without its sign bit, i.e. the non-negative
+  fp8_e4m3fn values (zero and subnormals included, max 448) in 7 bits, 0x7F is NaN. mmasim reads
+  such a scale from a float8_e4m3fn byte with the sign bit cleared
+  (``arithmetic/helper.py: truncate_e4m3_to_ue4m3``). No ml_dtypes dtype: no storage dtype here.
 
 Overflow policies (:data:`OVERFLOW_POLICIES`), following the OFP8 rev 1.0 conversion rules
 ("non-saturating" versus "saturating" mode) extended to the directed rounding modes with
@@ -117,7 +123,8 @@ class Format:
             the all-ones pattern apart from the sign is NaN: OFP8 E4M3, e8m0), "fnuz" (finite,
             NaN, unsigned zero: no Inf, no -0, NaN is the pattern 100...0), "none" (finite only:
             OCP MX FP6/FP4).
-        signed: False for unsigned formats (e8m0): negative inputs round to NaN.
+        signed: False for unsigned formats (e8m0, ue4m3): negative inputs round to NaN; -0
+            rounds to +0 where the format has a zero (ue4m3) and to NaN where it has none.
         subnormals: False where the all-zero exponent field is an ordinary binade (e8m0): the
             format then has neither subnormals nor zero.
         overflow: default overflow policy of :func:`round_to_format` (one of
@@ -269,6 +276,8 @@ FP4_E2M1 = Format("fp4_e2m1", 2, 0, 2, bits=4, exponent_bias=1, specials="none")
 #: OCP MX E8M0 scale: unsigned powers of two 2^-127 .. 2^127; 0xFF is NaN; no zero.
 E8M0 = Format("e8m0", 1, -127, 127, bits=8, exponent_bias=127, specials="fn", signed=False,
               subnormals=False)
+#: NVFP4 block scale (PTX .ue4m3): unsigned E4M3, 0 .. 448 with subnormals; 0x7F is NaN.
+UE4M3 = Format("ue4m3", 4, -6, 8, bits=7, exponent_bias=7, specials="fn", signed=False)
 
 #: The standard IEEE-style formats, by name. Code maps precisions to these names (the
 #: accumulator probe), so this dict stays fp64/fp32/fp16/bf16; see :data:`ALL_FORMATS`.
@@ -278,7 +287,7 @@ FORMATS = {f.name: f for f in (FP64, FP32, FP16, BF16)}
 ALL_FORMATS = {
     f.name: f
     for f in (FP64, FP32, TF32, FP16, BF16, FP8_E4M3FN, FP8_E5M2, FP8_E4M3FNUZ, FP8_E5M2FNUZ,
-              FP6_E2M3, FP6_E3M2, FP4_E2M1, E8M0)
+              FP6_E2M3, FP6_E3M2, FP4_E2M1, E8M0, UE4M3)
 }
 
 _STORAGE = {
@@ -316,7 +325,7 @@ _AMBIGUOUS = {
     "mxfp8": "a block format: elements 'fp8_e4m3fn' or 'fp8_e5m2', scale 'e8m0'",
     "mxfp6": "a block format: elements 'fp6_e2m3' or 'fp6_e3m2', scale 'e8m0'",
     "mxfp4": "a block format: elements 'fp4_e2m1', scale 'e8m0'",
-    "nvfp4": "a block format: elements 'fp4_e2m1', scale 'fp8_e4m3fn'",
+    "nvfp4": "a block format: elements 'fp4_e2m1', scale 'ue4m3'",
 }
 
 
@@ -324,7 +333,7 @@ def get_format(name: str) -> Format:
     """Look up a format by name or alias.
 
     Canonical names: the keys of :data:`ALL_FORMATS` (fp64, fp32, tf32, fp16, bf16, fp8_e4m3fn,
-    fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0). Aliases
+    fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz, fp6_e2m3, fp6_e3m2, fp4_e2m1, e8m0, ue4m3). Aliases
     (case-insensitive): float64/double/f64, float32/single/f32, float16/half/f16, bfloat16,
     tensorfloat32, the ml_dtypes / torch / jax dtype names (float8_e4m3fn, float8_e5m2,
     float8_e4m3fnuz, float8_e5m2fnuz, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn,
@@ -399,8 +408,9 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
         NaN inputs give NaN (also for fp6/fp4, which cannot encode it: :func:`encode` and
         :func:`to_storage` refuse it). Infinite inputs stay infinite under "inf", give NaN
         under "nan" and +-max_finite under "saturate". Zero results keep the sign of ``x``,
-        except in formats without -0 (fnuz: +0). e8m0: zero, negative values and -Inf give NaN;
-        positive values below 2^-127 give 2^-127 in every mode (there is no zero to round to).
+        except in formats without -0 (fnuz, ue4m3: +0). e8m0: zero, negative values and -Inf
+        give NaN; positive values below 2^-127 give 2^-127 in every mode (there is no zero to
+        round to). ue4m3: negative values and -Inf give NaN, -0 gives +0.
 
     Raises:
         ValueError: unknown mode or policy, or a policy the format cannot express ("inf"
@@ -464,8 +474,8 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
             inf_out = np.copysign(mf, x)
         out = np.where(np.isinf(x), inf_out, out)
         out = np.where(np.isnan(x), np.nan, out)
-    if not fmt.signed:
-        out = np.where(np.signbit(x) | (x == 0), np.nan, out)
+    if not fmt.signed:  # negative values (-Inf included) have no encoding; -0 is a zero
+        out = np.where((x < 0) | ((x == 0) & (not fmt.has_zero)), np.nan, out)
     elif not fmt.subnormals:
         out = np.where(x == 0, np.nan, out)
     return _canon_nan(out)
@@ -578,11 +588,11 @@ def encode(x, fmt: Format, mode: str | None = None, overflow: str | None = None,
            flush_subnormals: bool = False) -> np.ndarray:
     """Bit patterns of float64 values in ``fmt``.
 
-    Layout (most significant first): sign (absent in e8m0), exponent field, trailing significand
-    field; widths in the module docstring. NaN gives the format's canonical NaN (the one
-    ml_dtypes and numpy casts produce): positive quiet NaN for IEEE-style formats (fp32
-    0x7FC00000, fp16 0x7E00, bf16 0x7FC0, e5m2 0x7E), 0x7F for e4m3fn, 0x80 for fnuz, 0xFF for
-    e8m0. NaN sign and payload are not kept.
+    Layout (most significant first): sign (absent in e8m0 and ue4m3), exponent field, trailing
+    significand field; widths in the module docstring. NaN gives the format's canonical NaN (the
+    one ml_dtypes and numpy casts produce): positive quiet NaN for IEEE-style formats (fp32
+    0x7FC00000, fp16 0x7E00, bf16 0x7FC0, e5m2 0x7E), 0x7F for e4m3fn and ue4m3, 0x80 for fnuz,
+    0xFF for e8m0. NaN sign and payload are not kept.
 
     Args:
         x: array-like of float64 values.

@@ -24,11 +24,21 @@ that sum with c at a second precision F2 and rounds the result in three cuts (se
 :class:`Profile`, ``frac_bits2``). The fields that only these kinds read keep their defaults in
 a fused profile.
 
+Block scales (``scale_format``, ``scale_block_size``; Blackwell MX / NVFP4 instructions): every
+run of ``scale_block_size`` elements along K of a row of A shares one scale of A (an e8m0 or
+ue4m3 value), and likewise along a column of B; the instruction reads the scales beside the
+operands. In the fused node a product's significand is ``s_a * s_b * s_sa * s_sb`` and its
+exponent ``e_a + e_b + e_sa + e_sb`` (the scale exponents are added to the product exponent,
+NUMERICS.md section 2); the "grouped" node (NVFP4 / MXFP4 ``kind::mxf4*``) sums groups of
+``group_size`` products exactly and aligns each group sum at its scale's exponent
+(:class:`Profile`). A profile without ``scale_format`` has no block scales.
+
 JSON schema "fpscope.profile/1": an object with "schema" and exactly the dataclass fields;
 ``step_rounding`` and ``output_rounding`` are ``[format, mode]`` pairs (or null). Optional fields
 missing from the object take their defaults (a profile written before ``b_format`` existed
 reads as a same-format profile; one written before ``node`` and the CDNA2 / CDNA3 fields
-existed reads as the fused node it describes).
+existed reads as the fused node it describes; one written before the block-scale fields reads
+as a profile without block scales).
 """
 
 from __future__ import annotations
@@ -51,7 +61,9 @@ STATUSES = ("validated", "experimental")
 OPERAND_CONVERSIONS = ("truncate", "round")
 C_ENTRIES = ("first", "last")
 SPLIT_K_ORDERS = ("serial", "pairwise")
-NODES = ("fused", "pairwise", "two-stage")
+NODES = ("fused", "pairwise", "two-stage", "grouped")
+#: Block-scale formats (``Profile.scale_format``): OCP MX's E8M0 and NVFP4's unsigned E4M3.
+SCALE_FORMATS = ("e8m0", "ue4m3")
 INPUT_ZERO_SIGNS = ("keep", "positive")
 
 
@@ -153,6 +165,21 @@ class Profile:
               (``step_rounding``). An exact zero S is +0. Source: mmasim ``arithmetic/fdpa.py:
               tr_fdpa`` (``MMA_TR_FDPA``, G = 1) and ``gtr_fdpa`` (``MMA_GTR_FDPA``, G = 2), AMD
               CDNA3: F = 24, F2 = 31, floor (``torch.floor``), rho RNE to fp32.
+            * "grouped" (block scales required): the block's products form contiguous groups
+              of ``group_size`` G (product j in group j // G); each group's products ``a_j *
+              b_j`` are summed exactly to P; the group's term is ``P * s_sa * s_sb`` with
+              alignment exponent ``e_sa + e_sb``, the exponent of its scales (not of P), or
+              ``e_zero`` when every product of the group is zero or the scale is zero (a P that
+              cancels to 0 keeps the scale's exponent). Then as the fused node: ``e_max`` over
+              the group terms and c, every term cut at ``2^(e_max - F)`` (``alignment``),
+              summed exactly, rho. An exact zero sum follows the fused node's sign rule, a
+              group term being negative when P < 0 or when P = 0 and every product is -0.
+              Source: mmasim ``arithmetic/fdpa.py: gst_fdpa`` (``MMA_GST_FDPA(G=16, F=35,
+              rho="RZ-FP32", L_max=64, e_zero=-139)``, ``nv_ptx/sim.py`` for ``kind::mxf4``
+              and ``kind::mxf4nvf4``), which sums the fp4 products of a group in fp32 (exact
+              for them). NUMERICS.md section 2 says "exact sums of groups of 16, then 64";
+              mmasim decides what "then 64" means: one fused step over the 4 group terms and
+              c, aligned at the scale exponents.
         frac_bits2: F2 of the "two-stage" node; None for the other nodes.
         alignment2: the cut of the "two-stage" node's stages 2 and 3 and of its group sums (one
             of ``ALIGNMENTS``; CDNA3: "floor", toward -inf); None for the other nodes.
@@ -172,6 +199,22 @@ class Profile:
             has the sign of the other operand (mmasim CDNA2 ``flush_subnormal(x,
             keep_sign=False)`` on a, b and c). It applies to the instruction's c, not to the
             results chained between blocks.
+        scale_format: the format of the block scales, "e8m0" (OCP MX: MXFP8 / MXFP6 / MXFP4,
+            PTX ``.ue8m0``) or "ue4m3" (NVFP4, PTX ``.ue4m3``), or None: no block scales (every
+            other field's meaning unchanged). A scale multiplies the products of its block: in
+            the fused node the scale exponents are added to each product's exponent and the
+            scale significands multiply its significand (``e8m0`` has none); a NaN scale makes
+            the block's result NaN; a zero scale (ue4m3) makes its products zero terms (an
+            Inf operand times a zero scale is NaN). Source: mmasim ``arithmetic/fdpa.py:
+            st_fdpa`` (``MMA_ST_FDPA(F=25, rho="RZ-FP32", L_max=32, e_zero=-133)`` for
+            ``kind::mxf8f6f4``), ``gst_fdpa`` for the "grouped" node. Block-scaled profiles
+            take the fused or grouped node.
+        scale_block_size: elements along K that share one scale (the MX block size; PTX
+            ``.block32`` / ``.block16``): scale j of a row of A covers its elements
+            ``j * scale_block_size .. (j + 1) * scale_block_size - 1``, likewise down a column
+            of B. It divides k. None exactly when ``scale_format`` is None.
+        group_size: G of the "grouped" node (products summed exactly per group; mmasim 16); it
+            divides ``block_size`` and ``scale_block_size``. None for the other nodes.
     """
 
     name: str
@@ -206,6 +249,9 @@ class Profile:
     c_drop_bits: int | None = None
     product_overflow: str | None = None
     input_zero_sign: str = "keep"
+    scale_format: str | None = None
+    scale_block_size: int | None = None
+    group_size: int | None = None
 
     def __post_init__(self):
         if isinstance(self.step_rounding, list):
@@ -264,6 +310,38 @@ class Profile:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; known: {STATUSES}")
         self._check_node()
+        self._check_scales()
+
+    def _check_scales(self) -> None:
+        """The block-scale fields (class docstring)."""
+        sf, sb, G = self.scale_format, self.scale_block_size, self.group_size
+        if sf is None:
+            if sb is not None:
+                raise ValueError("scale_block_size is read with block scales only: a profile "
+                                 "without scale_format takes None")
+            if self.node == "grouped":
+                raise ValueError("the grouped node aligns each group at its scale's exponent: "
+                                 "it needs scale_format (e8m0 or ue4m3)")
+            return
+        if not isinstance(sf, str) or resolve_format(sf).name not in SCALE_FORMATS:
+            raise ValueError(f"scale_format must be one of {SCALE_FORMATS} or None, not {sf!r}")
+        object.__setattr__(self, "scale_format", resolve_format(sf).name)
+        if not isinstance(sb, int) or isinstance(sb, bool) or sb < 1 or self.k % sb:
+            raise ValueError(f"scale_block_size must be a positive divisor of k ({self.k}), "
+                             f"not {sb!r}")
+        if self.node not in ("fused", "grouped"):
+            raise ValueError(f"block scales are modelled for the fused and grouped nodes, not "
+                             f"{self.node}")
+        if self.node == "grouped":
+            if not isinstance(G, int) or isinstance(G, bool) or G < 1:
+                raise ValueError(f"the grouped node needs group_size (G), a positive integer, "
+                                 f"not {G!r}")
+            if self.block_size % G or sb % G:
+                raise ValueError(f"group_size ({G}) must divide block_size ({self.block_size}) "
+                                 f"and scale_block_size ({sb})")
+            if self.k_order is not None:
+                raise ValueError("the grouped node sums contiguous groups of one scale block: "
+                                 "k_order must be None")
 
     def _check_node(self) -> None:
         """The node kind and the fields only some kinds read (class docstring)."""
@@ -281,6 +359,9 @@ class Profile:
         g = self.product_groups
         if not isinstance(g, int) or isinstance(g, bool) or g < 1:
             raise ValueError(f"product_groups must be a positive integer, not {g!r}")
+        if node != "grouped" and self.group_size is not None:
+            raise ValueError(f"group_size is read by the grouped node only; the {node} node "
+                             f"takes None")
         two = node == "two-stage"
         if not two:
             for f in ("frac_bits2", "alignment2", "c_drop_bits"):
@@ -338,9 +419,11 @@ class Profile:
         That is ``frac_bits >= lossless_frac_bits(...)`` for the input formats and every format
         c arrives in (out_format; the step format for chained blocks): each block is then the
         exact sum rounded once by rho (AMD CDNA1, mmasim ``arithmetic/fdpa.py: e_fdpa``).
-        Always False for the "pairwise" and "two-stage" nodes (they round inside a block).
+        Always False for the "pairwise", "two-stage" and "grouped" nodes (they round inside a
+        block, or cut at a scale's exponent) and for block-scaled profiles (the scales widen
+        the exponent range).
         """
-        if self.node != "fused":
+        if self.node != "fused" or self.scale_format is not None:
             return False
         c_formats = {self.out_format, self.step_rounding[0]}
         return self.frac_bits >= max(lossless_frac_bits(self.in_format, c, self.b_format)
@@ -488,14 +571,13 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
 # script's --sensitivity run (each one-parameter change alters outputs).
 #
 # mmasim 2.1.1 models left out (the Profile cannot express them; no feature was added):
-# * block-scaled instructions (sim.MMABlockScale, sim.TCGen05MMABlockScale: MXFP8/6/4 and NVFP4,
-#   ``MMA_ST_FDPA`` / ``MMA_GST_FDPA``): scale exponents per product, groups of 16 summed first;
 # * mma.sync shapes with fewer products than the presets' (m16n8k8 bf16, m16n8k4 tf32, m16n8k16
 #   fp8, m8n8k4 on Turing): the same arithmetic with L = k; ``m8n8k4.f32.f16.f16.f16`` (fp16 c,
 #   fp32 d): c and d formats differ;
 # * FP64 mma and AMD FP32/FP64 MFMA (``fma.MMA_FMA``): chains of IEEE FMAs, exact rounding of
 #   a*b + c needs the whole exponent range of fp64 (not a fused block).
-# AMD CDNA2 and CDNA3 are below (the "pairwise" and "two-stage" nodes).
+# AMD CDNA2 and CDNA3 are below (the "pairwise" and "two-stage" nodes), and so are the
+# block-scaled MX / NVFP4 instructions (``scale_format``, the "grouped" node).
 _NV_FP8 = (("e4m3", "fp8_e4m3fn"), ("e5m2", "fp8_e5m2"))
 _NV_F8F6F4 = _NV_FP8 + (("e3m2", "fp6_e3m2"), ("e2m3", "fp6_e2m3"), ("e2m1", "fp4_e2m1"))
 
@@ -655,6 +737,71 @@ _MIXED_PRESETS = [
     _mixed("cdna3", "bf8", "fp8"),
 ]
 PRESETS.update((p.name, p) for p in _MIXED_PRESETS)
+
+# -- block-scaled MX / NVFP4 instructions (``scale_format``; experimental, from mmasim) --------
+#
+# Naming: ``<arch>[-<instruction>]-<block format>[-<a>[-<b>]]``. mmasim 2.1.1 models the
+# block-scaled instructions of Blackwell ``tcgen05.mma`` (``nv_ptx/sim.py:
+# TCGen05MMABlockScale``, shapes ``m128nNk32`` / ``m128nNk64``, ``isa_tcgen05mma.py``) and of
+# RTX Blackwell ``mma.sync`` (``MMABlockScale``, ``m16n8k32`` / ``m16n8k64``, ``isa_mma.py``),
+# fp32 accumulator only, with one arithmetic per k:
+#
+# * k = 32, ``kind::mxf8f6f4 .block32 ... .ue8m0`` (MXFP8 e4m3 / e5m2, MXFP6 e3m2 / e2m3, MXFP4
+#   e2m1 held one per byte, and mixed pairs): ``arithmetic/fdpa.py: MMA_ST_FDPA(F=25,
+#   rho="RZ-FP32", L_max=32, e_zero=-133)``: the fused node of the same-type
+#   ``kind::f8f6f4`` instruction, each product's exponent plus the two e8m0 scale exponents
+#   (``st_fdpa``: ``e_a + e_b + e_alpha + e_beta``), one scale per 32 elements, so one scale
+#   pair per instruction. NUMERICS.md section 2 ("32, scale exponents added to product
+#   exponents, F = 25, RZ-FP32, e_zero -133") agrees.
+# * k = 64, ``kind::mxf4`` (MXFP4, ``.block32 ... .ue8m0``) and ``kind::mxf4nvf4`` (NVFP4,
+#   ``.block16 ... .ue4m3``; also ``.block16`` / ``.block32`` with ue8m0): ``MMA_GST_FDPA(G=16,
+#   F=35, rho="RZ-FP32", L_max=64, e_zero=-139)``: the "grouped" node, 4 groups of 16 exact
+#   fp4 products, each aligned at its scale pair's exponent; fp4 operands packed two per byte
+#   (``helper.unpack_uint8_to_fp4``: element 2i in the high nibble). NUMERICS.md's "exact sums
+#   of groups of 16, then 64; F = 35; RZ-FP32; e_zero -139": mmasim fixes the details (the
+#   alignment exponent of a group is its scale's, not its sum's; a cancelled group keeps it).
+#
+# The other block-scaled variants are ``replace`` of these: ``kind::mxf4nvf4 .block16 .ue8m0``
+# is ``PRESETS["...-mxfp4"].replace(scale_block_size=16)``, any other ``kind::mxf8f6f4`` pair
+# ``PRESETS["...-mxfp8-e4m3"].replace(in_format=..., b_format=...)``.
+# Agreement (scripts/mmasim_validation.py --cases 100000 --sensitivity, seed 0; scales drawn
+# with the operands: NaN, zero, the extreme e8m0 exponents, scale pairs near e_zero;
+# records/mmasim-validation-blockscale.txt): all 16 agree with mmasim 2.1.1 bit for bit on
+# 102,400 (tcgen05) or 100,480 (mma.sync) cases each, and F +-1, L / 2, the step rounding,
+# the alignment, the flushes (and G, the grouped node itself) each change outputs. The
+# hand-made cases of mmasim_validation.scale_cases (e_zero under tiny scales for every e8m0
+# preset, the window at a scaled exponent, NaN scales, overflow, a group aligned at its
+# scale's exponent, a cancelled group, ue4m3 subnormal and zero scales) agree too. NVFP4's
+# e_zero (-139) cannot change an output (every nonzero term lies at 2^-12 or above).
+_MX32 = {"scale_format": "e8m0", "scale_block_size": 32}
+
+
+def _mxf8f6f4(prefix: str, arch: str, name: str, a: str, b: str | None = None) -> Profile:
+    """``kind::mxf8f6f4 .block32 .ue8m0`` (mmasim MMA_ST_FDPA): a and b by short name."""
+    return _p(f"{prefix}-{name}", arch, _NV_SHORT[a], 32, 32, 25, -133,
+              b_format=_NV_SHORT[b] if b else None, **_MX32)
+
+
+def _mxf4(prefix: str, arch: str, name: str, scale: str, block: int) -> Profile:
+    """``kind::mxf4`` / ``kind::mxf4nvf4`` (mmasim MMA_GST_FDPA): fp4 x fp4, k = 64."""
+    return _p(f"{prefix}-{name}", arch, "fp4_e2m1", 64, 64, 35, -139, node="grouped",
+              group_size=16, scale_format=scale, scale_block_size=block)
+
+
+_SCALED_PRESETS = [
+    p for prefix, arch in (("blackwell-tcgen05", "blackwell"), ("rtx-blackwell", "rtx-blackwell"))
+    for p in (
+        _mxf8f6f4(prefix, arch, "mxfp8-e4m3", "e4m3"),
+        _mxf8f6f4(prefix, arch, "mxfp8-e5m2", "e5m2"),
+        _mxf8f6f4(prefix, arch, "mxfp6-e3m2", "e3m2"),
+        _mxf8f6f4(prefix, arch, "mxfp6-e2m3", "e2m3"),
+        _mxf8f6f4(prefix, arch, "mxfp4-f8f6f4", "e2m1"),  # MXFP4 through kind::mxf8f6f4
+        _mxf8f6f4(prefix, arch, "mxfp8-e4m3-e2m1", "e4m3", "e2m1"),  # MXFP8 x MXFP4
+        _mxf4(prefix, arch, "mxfp4", "e8m0", 32),
+        _mxf4(prefix, arch, "nvfp4", "ue4m3", 16),
+    )
+]
+PRESETS.update((p.name, p) for p in _SCALED_PRESETS)
 
 
 #: The recorded set (shared/data/hw-vectors) each preset reproduces bit for bit.

@@ -20,14 +20,21 @@ AUTO_NUMBA_FROM = 1 << 21
 
 
 def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
-           threads: int | None = None, alpha: float = 1.0, out_format: str | None = None):
+           threads: int | None = None, alpha: float = 1.0, out_format: str | None = None,
+           scale_a=None, scale_b=None):
     """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``, bit-exact.
 
     K is walked in k-chunks in order; instruction j computes
     ``fdpa(A[m, jk:(j+1)k], B[jk:(j+1)k, n], d_{j-1})`` with ``d_{-1} = C[m, n]``, so every
     engine returns the bits of that loop of :func:`reference.fdpa` calls. A profile with
     library-level fields (``split_k``, ``promotion_interval``) runs several such chains and
-    adds them up (:mod:`fpscope.emulate.library`).
+    adds them up (:mod:`fpscope.emulate.library`). A block-scaled profile
+    (``profile.scale_format``: MXFP8 / MXFP6 / MXFP4 with e8m0 scales per 32 elements of K,
+    NVFP4 with ue4m3 scales per 16) takes the scales of each instruction's blocks of K with
+    its operands: ``fdpa(..., scale_a=scale_a[m, jk/s:(j+1)k/s], scale_b=scale_b[jk/s:(j+1)k/s,
+    n])``, s = ``profile.scale_block_size`` (the scaled elements are ``A[m, i] *
+    scale_a[m, i // s]`` and ``B[i, n] * scale_b[i // s, n]``, evaluated as the profile's node
+    says, not as rounded float products).
 
     Args:
         A: (M, K) array of values exactly representable in ``profile.in_format`` (tf32
@@ -46,6 +53,12 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         threads: numba threads (None: all cores).
         alpha, out_format: the epilogue (:func:`fpscope.emulate.library.epilogue`): with the
             defaults (1.0, None) D is returned as the chain leaves it.
+        scale_a, scale_b: block-scaled profiles only: scale_a an (M, K // s) array of values
+            of ``profile.scale_format`` (any float dtype; e8m0: powers of two 2^-127 .. 2^127;
+            ue4m3: 0 and the non-negative e4m3 values up to 448; NaN allowed: the outputs that
+            use a NaN scale are NaN), scale_a[m, j] scaling ``A[m, j*s:(j+1)*s]``; scale_b a
+            (K // s, N) array, scale_b[j, n] scaling ``B[j*s:(j+1)*s, n]``. K must be a
+            multiple of s. With ``pad``, the padded blocks take scale 1.
 
     Returns:
         float64 array (M, N) of values of the output format (NaN as float NaN).
@@ -53,13 +66,15 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
     Raises:
         ValueError: bad shapes, a value not representable in its format (the first is named),
             K not a multiple of k without ``pad`` (or of ``split_k * k``), an unknown engine,
-            or ``engine="numba"`` with a profile the kernel cannot run (or without numba).
+            or ``engine="numba"`` with a profile the kernel cannot run (or without numba);
+            block scales missing for a block-scaled profile or given to another, of the wrong
+            shape, or not values of the scale format. Each message is one line.
     """
     from . import kernel, library, vectorized
 
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
-    A, B, C = vectorized.prepare(A, B, C, profile, pad)
+    A, B, C, scales = vectorized.prepare(A, B, C, profile, pad, scale_a, scale_b)
     layered = library.has_library_level(profile)
     why = kernel.unsupported(library.instruction_level(profile))
     if engine == "auto":
@@ -71,25 +86,31 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         if not _have_numba():
             raise ValueError("the numba engine needs the numba package (pip install numba)")
 
-        def chain(a, b, c, p):
+        def chain(a, b, c, p, s=None):  # s is None: the kernel refuses block scales
             return kernel.matmul(a, b, c, p, threads=threads)
     else:
-        def chain(a, b, c, p):
-            return vectorized.gemm_prepared(a, b, c, p)
-    D = library.library_gemm(A, B, C, profile, chain) if layered else chain(A, B, C, profile)
+        def chain(a, b, c, p, s=None):
+            return vectorized.gemm_prepared(a, b, c, p, scales=s)
+    D = (library.library_gemm(A, B, C, profile, chain, scales) if layered
+         else chain(A, B, C, profile, scales))
     if alpha != 1.0 or out_format is not None:
         D = library.epilogue(D, alpha, out_format)
     return D
 
 
-def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto"):
+def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto", scale_a=None,
+        scale_b=None):
     """``d = a . b + c`` (1-D a, b of length K) as :func:`matmul` of one row and one column.
+
+    ``scale_a``, ``scale_b``: block-scaled profiles only, 1-D arrays of K // s values of the
+    scale format (s = ``profile.scale_block_size``), the scales of a's and b's blocks.
 
     Returns:
         float (a value of ``profile.out_format``).
 
     Raises:
-        ValueError: as :func:`matmul`; a or b not 1-D, or of different lengths.
+        ValueError: as :func:`matmul`; a or b not 1-D, or of different lengths; a scale array
+            not 1-D.
     """
     import numpy as np
 
@@ -97,8 +118,18 @@ def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto"):
     b = np.asarray(b, dtype=np.float64)
     if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
         raise ValueError(f"dot takes two 1-D arrays of one length; got {a.shape} and {b.shape}")
+    scales = []
+    for what, sv in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if sv is not None:
+            sv = np.asarray(sv, dtype=np.float64)
+            if sv.ndim != 1:
+                raise ValueError(f"dot takes a 1-D {what}; got shape {sv.shape}")
+        scales.append(sv)
     C = np.full((1, 1), float(c))
-    return float(matmul(a[None, :], b[:, None], C, profile=profile, pad=pad, engine=engine)[0, 0])
+    sa = None if scales[0] is None else scales[0][None, :]
+    sb = None if scales[1] is None else scales[1][:, None]
+    return float(matmul(a[None, :], b[:, None], C, profile=profile, pad=pad, engine=engine,
+                        scale_a=sa, scale_b=sb)[0, 0])
 
 
 def _have_numba() -> bool:

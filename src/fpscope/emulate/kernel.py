@@ -96,8 +96,12 @@ def unsupported(profile: Profile) -> str | None:
     significand bits, and rounding formats outside float64's normal range. It runs the fused
     node only: "pairwise" (AMD CDNA2) and "two-stage" (AMD CDNA3) profiles, and the fields only
     they or a fused variant of them set (``product_overflow``, ``input_zero_sign``), go to the
-    numpy engine.
+    numpy engine; so do block-scaled profiles (``scale_format``: MX / NVFP4, the "grouped"
+    node included).
     """
+    if profile.scale_format is not None:
+        return (f"block scales ({profile.scale_format} per {profile.scale_block_size} elements "
+                f"of K: MX / NVFP4 instructions) run on the numpy engine only")
     if profile.node != "fused":
         return (f"the {profile.node} node (AMD CDNA2/CDNA3 arithmetic) runs on the numpy engine "
                 f"only")

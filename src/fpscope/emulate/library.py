@@ -51,13 +51,17 @@ def _add(x: np.ndarray, y: np.ndarray, fmt) -> np.ndarray:
     return round_to_format(sum_round_to_odd(x, y), fmt, "RNE", overflow="inf")
 
 
-def library_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile, chain):
+def library_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile, chain,
+                 scales=None):
     """``D = A @ B + C`` with the profile's split-K and promotion interval.
 
     Args:
         A: (M, K), B: (K, N), C: (M, N) float64 operands already validated (``prepare``).
         profile: the profile; its instruction fields drive ``chain``.
-        chain: ``chain(A, B, C, inner_profile) -> D``: one instruction chain on an engine.
+        chain: ``chain(A, B, C, inner_profile, scales) -> D``: one instruction chain on an
+            engine.
+        scales: None, or a block-scaled profile's (SA (M, K / s), SB (K / s, N)) from
+            ``prepare``; every slice of K is whole instructions, so whole scale blocks.
 
     Returns:
         float64 (M, N).
@@ -75,14 +79,22 @@ def library_gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile, 
     width = K // S
     step = profile.promotion_interval or width
 
+    def run(lo: int, hi: int, init: np.ndarray) -> np.ndarray:
+        """The chain over K's columns lo .. hi - 1 (and their block scales)."""
+        part = None
+        if scales is not None:
+            sb = profile.scale_block_size
+            part = (scales[0][:, lo // sb:hi // sb], scales[1][lo // sb:hi // sb])
+        return chain(A[:, lo:hi], B[lo:hi], init, inner, part)
+
     def one_slice(lo: int, init: np.ndarray) -> np.ndarray:
         if profile.promotion_interval is None:
-            return chain(A[:, lo:lo + width], B[lo:lo + width], init, inner)
+            return run(lo, lo + width, init)
         reg = init
         zeros = np.zeros_like(init)
         for s in range(lo, lo + width, step):
             e = min(s + step, lo + width)
-            reg = _add(reg, chain(A[:, s:e], B[s:e], zeros, inner), fout)
+            reg = _add(reg, run(s, e, zeros), fout)
         return reg
 
     if S == 1:

@@ -21,6 +21,12 @@ Steps of one fused block (``d = rho(sum_i a_i * b_i + c)``):
 ``profile.k_order`` permutes the products first; with ``profile.c_entry == "last"`` the first
 block starts from +0 and c is added after the last block in one more rounding ``rho(d + c)``.
 
+Block scales (``profile.scale_format``; Blackwell MX / NVFP4, mmasim ``st_fdpa``): each
+product's scales (one of A's row, one of B's column, per ``scale_block_size`` elements of K) are
+decoded like operands and multiply it exactly: significand ``s_a * s_b * s_sa * s_sb``,
+exponent ``e_a + e_b + e_sa + e_sb``; the rest of the fused step is unchanged. A NaN scale makes
+the block NaN; an Inf operand times a zero scale is NaN (Inf * 0).
+
 The other node kinds (``profile.node``; :class:`fpscope.profile.Profile` gives their sources):
 
 * "pairwise" (AMD CDNA2, :func:`pairwise_block`): IEEE 754 arithmetic on values, each product
@@ -28,7 +34,10 @@ The other node kinds (``profile.node``; :class:`fpscope.profile.Profile` gives t
   balanced tree over the block, then c + tree;
 * "two-stage" (AMD CDNA3, :func:`two_stage_block`): the products' fused sum (per interleaved
   group, then the groups), then that sum and c aligned and added, then one more cut and rho;
-  every step on Python integers as above.
+  every step on Python integers as above;
+* "grouped" (NVFP4 / MXFP4 ``kind::mxf4*``, :func:`grouped_block`): exact sums of contiguous
+  groups of products, each aligned at its block scale's exponent, then the fused step's cut,
+  sum and rho.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..formats import Format, round_to_format
+from ..formats import Format, is_representable, round_to_format
 from ..profile import Profile, resolve_format
 
 
@@ -122,18 +131,30 @@ def _special(prods, c: float, overflow: float | None = None):
     return infs[0]
 
 
+def _scaled_products(a, b, scales):
+    """(x * sa, y * sb) per product, for :func:`_special` only: NaN scales and Inf * 0 scale
+    give NaN, other scales keep the operand's sign, zero-ness and finiteness (the products'
+    magnitudes are exact: the float64 products of an operand and a scale have at most 28 bits
+    and lie far inside float64's range)."""
+    if scales is None:
+        return list(zip(a, b))
+    return [(x * sa, y * sb) for x, y, (sa, sb) in zip(a, b, scales)]
+
+
 def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None,
-               chained: bool | None = None) -> float:
+               chained: bool | None = None, scales=None) -> float:
     """One step of the profile's node (``profile.node``) over one block (any length).
 
     Fused node: ``rho(sum_i a_i * b_i + c)``; "pairwise": :func:`pairwise_block`;
-    "two-stage": :func:`two_stage_block`.
+    "two-stage": :func:`two_stage_block`; "grouped": :func:`grouped_block`.
 
     ``c_format``: the format c is decoded in (its subnormal exponent); default the profile's
     out_format (chained steps pass the step format: c is then the previous step's result).
     ``chained``: c is a previous step's result, not the instruction's c (``input_zero_sign``
     and the pairwise node's input flush apply to the instruction's c only); default: whether
     ``c_format`` is given.
+    ``scales``: for a block-scaled profile, one ``(scale of a, scale of b)`` pair of
+    ``profile.scale_format`` values per product (module docstring); None otherwise.
     """
     if chained is None:
         chained = c_format is not None
@@ -141,28 +162,40 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None,
         return pairwise_block(a, b, c, profile, c_format, chained)
     if profile.node == "two-stage":
         return two_stage_block(a, b, c, profile, c_format)
-    rounding = profile.step_rounding
+    if profile.node == "grouped":
+        return grouped_block(a, b, c, profile, scales, c_format, chained)
     fa, fb = (resolve_format(f) for f in profile.operand_formats)
-    fc = resolve_format(c_format or profile.out_format)
-    prods = list(zip(a, b))
-    special = _special(prods, c, _overflow_threshold(profile))
+    special = _special(_scaled_products(a, b, scales), c, _overflow_threshold(profile))
     if special is not None:
         return special if not math.isnan(special) else math.nan
+    fs = resolve_format(profile.scale_format) if scales is not None else None
     positive = profile.input_zero_sign == "positive"  # zero operands read as +0
     terms = []  # (sign, integer significand, weight exponent of its last bit, leading exponent)
-    for x, y in prods:
+    for j, (x, y) in enumerate(zip(a, b)):
         sx, nx, ex = _decode(x, fa, profile.flush_inputs)
         sy, ny, ey = _decode(y, fb, profile.flush_inputs)
         if positive:
             sx, sy = (1 if nx == 0 else sx), (1 if ny == 0 else sy)
-        if nx == 0 or ny == 0:
-            terms.append((sx * sy, 0, 0, profile.e_zero))
-        else:
-            terms.append((sx * sy, nx * ny, ex + ey - (fa.p - 1) - (fb.p - 1), ex + ey))
+        n, e, frac = nx * ny, (ex or 0) + (ey or 0), (fa.p - 1) + (fb.p - 1)
+        if fs is not None:  # the two scales multiply the product (mmasim st_fdpa)
+            _, nsa, esa = _decode(scales[j][0], fs, False)
+            _, nsb, esb = _decode(scales[j][1], fs, False)
+            n, e, frac = n * nsa * nsb, e + (esa or 0) + (esb or 0), frac + 2 * (fs.p - 1)
+        terms.append((sx * sy, 0, 0, profile.e_zero) if n == 0 else
+                     (sx * sy, n, e - frac, e))
+    return _window_sum(terms, c, fc=resolve_format(c_format or profile.out_format),
+                       profile=profile, chained=chained)
+
+
+def _window_sum(terms, c: float, fc: Format, profile: Profile, chained: bool) -> float:
+    """The fused step's end: c joins ``terms`` ((sign, integer significand, weight of its last
+    bit, leading exponent or None) per product or group), every term is cut at ``2^(e_max -
+    F)``, the cut terms are summed exactly and rounded by rho (module docstring)."""
+    rounding = profile.step_rounding
     sc, nc, ec = _decode(c, fc, profile.flush_inputs)
-    if positive and nc == 0 and not chained:
+    if profile.input_zero_sign == "positive" and nc == 0 and not chained:
         sc = 1
-    terms.append((sc, nc, 0, profile.e_zero) if nc == 0 else (sc, nc, ec - (fc.p - 1), ec))
+    terms = [*terms, (sc, nc, 0, profile.e_zero) if nc == 0 else (sc, nc, ec - (fc.p - 1), ec)]
     exps = [t[3] for t in terms if t[3] is not None]
     if not exps:
         return 0.0 if profile.neg_zero_to_pos else _rho(math.copysign(0.0, sc), rounding, profile)
@@ -174,6 +207,49 @@ def fdpa_block(a, b, c: float, profile: Profile, c_format: str | None = None,
         neg = signs == {-1}
         return _rho(-0.0 if neg else 0.0, rounding, profile)
     return _rho(_to_float_odd(total, lsb), rounding, profile)
+
+
+def grouped_block(a, b, c: float, profile: Profile, scales, c_format: str | None = None,
+                  chained: bool = False) -> float:
+    """The "grouped" node over one block (NVFP4 / MXFP4; :class:`~fpscope.profile.Profile`).
+
+    The products of each contiguous group of G = ``group_size`` are summed exactly to P (an
+    integer in units of the smallest product weight ``2^(emin_a + emin_b - (p_a - 1) - (p_b -
+    1))``); the group's term is ``P * S_sa * S_sb`` (the integer significands of its scales),
+    with leading exponent ``e_sa + e_sb``, or ``e_zero`` when every product of the group or its
+    scale is zero; then :func:`_window_sum` with c. ``scales``: one ``(scale of a, scale of
+    b)`` pair per product (constant over a group). NaN / Inf as the fused node, on the scaled
+    products. Source: mmasim 2.1.1 ``arithmetic/fdpa.py: gst_fdpa``.
+    """
+    fa, fb = (resolve_format(f) for f in profile.operand_formats)
+    fs = resolve_format(profile.scale_format)
+    special = _special(_scaled_products(a, b, scales), c, _overflow_threshold(profile))
+    if special is not None:
+        return special
+    positive = profile.input_zero_sign == "positive"
+    G = profile.group_size
+    pfrac = (fa.p - 1) + (fb.p - 1)
+    terms = []
+    for g in range(0, len(a), G):
+        P, allzero, negs = 0, True, set()
+        for x, y in zip(a[g:g + G], b[g:g + G]):
+            sx, nx, ex = _decode(x, fa, profile.flush_inputs)
+            sy, ny, ey = _decode(y, fb, profile.flush_inputs)
+            if positive:
+                sx, sy = (1 if nx == 0 else sx), (1 if ny == 0 else sy)
+            negs.add(sx * sy)
+            if nx and ny:
+                P += sx * sy * (nx * ny << (ex + ey - fa.emin - fb.emin))
+                allzero = False
+        _, nsa, esa = _decode(scales[g][0], fs, False)
+        _, nsb, esb = _decode(scales[g][1], fs, False)
+        sign = -1 if P < 0 or (P == 0 and negs == {-1}) else 1
+        n = abs(P) * nsa * nsb
+        w = fa.emin + fb.emin - pfrac + (esa or 0) + (esb or 0) - 2 * (fs.p - 1)
+        lead = profile.e_zero if allzero or nsa * nsb == 0 else esa + esb
+        terms.append((sign, n, w, lead))
+    return _window_sum(terms, c, fc=resolve_format(c_format or profile.out_format),
+                       profile=profile, chained=chained)
 
 
 def _sign(t: int) -> int:
@@ -344,7 +420,33 @@ def _operand(x: float, profile: Profile, fmt: str) -> float:
     return float(round_to_format(np.float64(x), resolve_format(fmt), mode))
 
 
-def fdpa(a, b, c: float, profile: Profile) -> float:
+def _instruction_scales(scale_a, scale_b, profile: Profile):
+    """One (scale of a, scale of b) pair per product of an instruction, or None; checked."""
+    if profile.scale_format is None:
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"{profile.name} has no block scales; scale_a and scale_b must be "
+                             f"None")
+        return None
+    n = profile.k // profile.scale_block_size
+    if scale_a is None or scale_b is None:
+        raise ValueError(f"{profile.name} is block-scaled ({profile.scale_format} per "
+                         f"{profile.scale_block_size} elements): give scale_a and scale_b, "
+                         f"{n} scales each")
+    fs = resolve_format(profile.scale_format)
+    pairs = []
+    for what, sv in (("scale_a", scale_a), ("scale_b", scale_b)):
+        sv = [float(x) for x in sv]
+        if len(sv) != n:
+            raise ValueError(f"{profile.name} takes {n} scales in {what}, got {len(sv)}")
+        for x in sv:
+            if not bool(is_representable(np.float64(x), fs)):
+                raise ValueError(f"{what} value {x!r} is not representable in {fs.name}")
+        pairs.append(sv)
+    sb = profile.scale_block_size
+    return [(pairs[0][j // sb], pairs[1][j // sb]) for j in range(profile.k)]
+
+
+def fdpa(a, b, c: float, profile: Profile, scale_a=None, scale_b=None) -> float:
     """``d`` of one instruction: ``k / block_size`` chained fused steps over a, b (length k).
 
     Args:
@@ -352,25 +454,34 @@ def fdpa(a, b, c: float, profile: Profile) -> float:
             (b: in ``profile.b_format`` where set; for a tf32 profile, fp32 values are first
             reduced per ``operand_conversion``).
         c: the accumulator input, a value of ``profile.out_format``.
+        scale_a, scale_b: block-scaled profiles only (``profile.scale_format``): sequences of
+            ``k // profile.scale_block_size`` values of the scale format (NaN allowed), the
+            scales of a's and b's blocks of ``scale_block_size`` elements, in order.
 
     Returns:
         the float64 value of d (a value of the output format, NaN canonical as float NaN).
+
+    Raises:
+        ValueError: wrong lengths, a value not representable in its format, scales missing for
+            a block-scaled profile or given to another.
     """
     fa, fb = profile.operand_formats
     a = [_operand(float(x), profile, fa) for x in a]
     b = [_operand(float(x), profile, fb) for x in b]
     if len(a) != profile.k or len(b) != profile.k:
         raise ValueError(f"{profile.name} takes k = {profile.k} products, got {len(a)}, {len(b)}")
+    scales = _instruction_scales(scale_a, scale_b, profile)
     if profile.k_order is not None:
         a = [a[j] for j in profile.k_order]
         b = [b[j] for j in profile.k_order]
+        scales = scales and [scales[j] for j in profile.k_order]
     L = profile.block_size
     c_last = profile.c_entry == "last"
     d = 0.0 if c_last else float(c)
     for s in range(profile.stages):
         c_format = None if s == 0 else profile.step_rounding[0]
         d = fdpa_block(a[s * L:(s + 1) * L], b[s * L:(s + 1) * L], d, profile, c_format,
-                       chained=s > 0)
+                       chained=s > 0, scales=scales and scales[s * L:(s + 1) * L])
     if c_last:
         d = _add(d, float(c), profile)
     if profile.output_rounding is not None:

@@ -38,6 +38,16 @@ and :func:`~.reference.two_stage_block`:
   cut at ``e2`` and added (at most ``F2 + 4 + log2(L)`` bits, :func:`check_exact`), the sum cut
   to F2 fraction bits (exact in float64) and rounded by rho.
 
+Block scales (``profile.scale_format``; the reference's module docstring): in the fused node
+each operand is multiplied by its scale before the products are formed, as integers: ``S_a *
+S_sa`` at exponent ``e_a + e_sa`` (e8m0 scales have a one-bit significand, ue4m3 ones four
+bits), so a product carries ``(p_a - 1) + (p_b - 1) + 2 * (p_s - 1)`` fraction bits and its
+significand is below 16 (4 with e8m0); the window condition becomes ``F + 2 + 2 * [p_s > 1] +
+log2(L + 1) <= 53``. A NaN scale is a NaN operand for the specials (so is an Inf operand times a
+zero scale). The "grouped" node (:func:`_grouped_block`) sums each group's products exactly in
+int64 in units of the smallest product weight, multiplies the sum by the group's two scale
+significands and cuts it at the window like a fused term whose leading exponent is the scales'.
+
 :func:`matmul` runs a whole GEMM: the K loop walks k-chunks in order, each instruction's d is
 the next instruction's c.
 """
@@ -60,11 +70,14 @@ _MAX_SHIFT = 62  # right shifts past this give the same result on significands b
 def check_exact(profile: Profile) -> None:
     """Raise ValueError unless a block's aligned sum fits float64 exactly, or is lossless.
 
-    The condition is ``F + 2 + log2(L + 1) <= 53`` (module docstring), or
-    ``profile.lossless`` (the window never cuts: the block is summed exactly by
-    :func:`_exact_sum_odd`); one of the two holds for every fused preset. "pairwise" node:
-    products and step-format sums exact in float64; "two-stage" node: ``F + 3 + log2(L)`` and
-    ``F2 + 4 + log2(L)`` at most 62 bits (int64) and ``F2 + 2`` at most 53 (float64).
+    The condition is ``F + 2 + log2(L + 1) <= 53`` (module docstring; with ue4m3 block scales
+    ``F + 4 + ...``), or ``profile.lossless`` (the window never cuts: the block is summed
+    exactly by :func:`_exact_sum_odd`); one of the two holds for every fused preset.
+    "pairwise" node: products and step-format sums exact in float64; "two-stage" node: ``F +
+    3 + log2(L)`` and ``F2 + 4 + log2(L)`` at most 62 bits (int64) and ``F2 + 2`` at most 53
+    (float64); "grouped" node: a cut group term below ``2^(F + emax_a + emax_b + 2 + log2(G)
+    + 2)`` (fp4 with ue4m3 scales, F = 35: 2^47), L / G of them plus c within 53 bits, and a
+    group's exact sum times its scale significands within int64.
     """
     fa, fb = _operand_formats(profile)
     if profile.node == "pairwise":
@@ -82,12 +95,26 @@ def check_exact(profile: Profile) -> None:
         if fa.p + fb.p > 62:
             raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products do not fit int64")
         return
-    bits = profile.frac_bits + 2 + math.log2(profile.block_size + 1)
+    fs = resolve_format(profile.scale_format) if profile.scale_format else None
+    sbits = 0 if fs is None else fs.p - 1  # fraction bits of one scale significand
+    if profile.node == "grouped":
+        # a group sum P < G * 2^(emax_a + emax_b + 2) times the scale significands (< 4) cut
+        # at 2^(e_max - F) below its scales' exponent; L / G of them and c (< 2^(F + 1))
+        G, L, F = profile.group_size, profile.block_size, profile.frac_bits
+        top = fa.emax + fb.emax + 2 + math.log2(G) + (2 if sbits else 0)
+        span = fa.emax + fb.emax + 2 + math.log2(G) - (fa.emin - fa.p + 1 + fb.emin - fb.p + 1)
+        if F + top + math.log2(L // G + 1) > 53 or span + 2 * sbits > 62:
+            raise ValueError(f"{profile.name}: the grouped node's sums of {fa.name} x {fb.name} "
+                             f"products do not fit int64 / float64 (use the reference engine)")
+        return
+    ib = 2 + (2 if sbits else 0)  # integer bits of a (scaled) product significand
+    bits = profile.frac_bits + ib + math.log2(profile.block_size + 1)
     if bits > 53 and not profile.lossless:
         raise ValueError(
-            f"{profile.name}: F + 2 + log2(L + 1) = {bits:.2f} > 53 bits; the vectorised engine "
-            f"cannot sum a block of {profile.block_size} terms exactly (use the reference engine)")
-    if fa.p + fb.p > 62:
+            f"{profile.name}: F + {ib} + log2(L + 1) = {bits:.2f} > 53 bits; the vectorised "
+            f"engine cannot sum a block of {profile.block_size} terms exactly (use the reference "
+            f"engine)")
+    if fa.p + fb.p + 2 * sbits > 62:
         raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products do not fit int64")
 
 
@@ -253,24 +280,81 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbi
         pv, cv = np.broadcast_arrays(pv, cv[..., None])
         x = _exact_sum_odd(np.concatenate([pv, cv[..., :1]], axis=-1))
         x = np.where(x == 0, np.where(allneg, -0.0, 0.0), x)
+        d = _rho(x, profile.step_rounding, profile)
     else:
-        plead = np.where(pzero, ez, lead)
-        clead = np.where(czero, ez, C.e)
-        emax = np.maximum(plead.max(axis=-1), clead)
-        lsb = emax - profile.frac_bits
-        pshift = lead - pbits - lsb[..., None]
-        cshift = C.e - (c_fmt.p - 1) - lsb
-        total = (_cut(n, pshift, pneg, profile.alignment).sum(axis=-1)
-                 + _cut(C.S, cshift, C.neg, profile.alignment))
-        x = np.ldexp(total.astype(np.float64), np.maximum(lsb, -2000))
-        x = np.where(total == 0, np.where(allneg, -0.0, 0.0), x)
-    d = _rho(x, profile.step_rounding, profile)
+        d = _window_sum(n, lead - pbits, np.where(pzero, ez, lead), pneg, C, c_fmt, profile,
+                        allneg)
     if profile.e_zero is None:
         nothing = np.all(pzero, axis=-1) & czero
         if nothing.any():
             zero = 0.0 if profile.neg_zero_to_pos else np.where(C.neg, -0.0, 0.0)
             d = np.where(nothing, zero, d)
     return _apply_specials(d, A, B, c, profile, finite)
+
+
+def _window_sum(n, w, plead, pneg, C: _Dec, c_fmt: Format, profile: Profile,
+                allneg) -> np.ndarray:
+    """The fused step's end, rounded: terms (..., T) of integer significand n, last-bit weight
+    w, leading exponent plead (``e_zero`` or _SENT for zero terms) and sign pneg, and c, cut at
+    ``2^(e_max - F)``, summed in int64 and rounded by rho; an exact zero sum is -0 where
+    ``allneg``."""
+    ez = _SENT if profile.e_zero is None else profile.e_zero
+    clead = np.where(C.S == 0, ez, C.e)
+    emax = np.maximum(plead.max(axis=-1), clead)
+    lsb = emax - profile.frac_bits
+    cshift = C.e - (c_fmt.p - 1) - lsb
+    total = (_cut(n, w - lsb[..., None], pneg, profile.alignment).sum(axis=-1)
+             + _cut(C.S, cshift, C.neg, profile.alignment))
+    x = np.ldexp(total.astype(np.float64), np.maximum(lsb, -2000))
+    x = np.where(total == 0, np.where(allneg, -0.0, 0.0), x)
+    return _rho(x, profile.step_rounding, profile)
+
+
+def _fold(D: _Dec, S: _Dec) -> _Dec:
+    """Operands D multiplied by their block scales S (module docstring): integer significands
+    and exponents add up; ``raw`` is the float64 product, exact (an operand's and a scale's
+    significands have at most 28 bits together, far inside float64's range), whose NaN / Inf
+    the specials read (a NaN scale, Inf times a zero scale: NaN)."""
+    with np.errstate(invalid="ignore"):
+        raw = D.raw * S.raw
+    return _Dec(raw, D.neg, D.S * S.S, D.e + S.e)
+
+
+def _grouped_block(A: _Dec, B: _Dec, SA: _Dec, SB: _Dec, c: np.ndarray, c_fmt: Format,
+                   profile: Profile, first: bool) -> np.ndarray:
+    """The "grouped" node over broadcastable decoded operands and their per-product scales
+    (..., L) and c (...) (reference.grouped_block)."""
+    fa, fb = _operand_formats(profile)
+    fs = resolve_format(profile.scale_format)
+    G = profile.group_size
+    positive = profile.input_zero_sign == "positive"
+    pneg = _positive_zeros(A) ^ _positive_zeros(B) if positive else A.neg ^ B.neg
+    n = A.S * B.S
+    shape = n.shape[:-1] + (n.shape[-1] // G, G)  # [..., g, j]: product g * G + j
+    pneg = np.broadcast_to(pneg, n.shape).reshape(shape)
+    shift = np.broadcast_to(A.e + B.e - (fa.emin + fb.emin), n.shape).reshape(shape)
+    nz = n.reshape(shape)
+    P = np.where(pneg, -nz, nz) << np.where(nz == 0, 0, shift)  # units of the smallest product
+    P = P.sum(axis=-1)
+    allzero = np.all(nz == 0, axis=-1)
+    gneg = (P < 0) | ((P == 0) & np.all(pneg, axis=-1))
+    sS = (SA.S * SB.S)[..., ::G]  # a group's scales: those of its first product
+    se = (SA.e + SB.e)[..., ::G]
+    ez = _SENT if profile.e_zero is None else profile.e_zero
+    zero = allzero | (sS == 0)
+    wmin = fa.emin + fb.emin - (fa.p - 1) - (fb.p - 1)
+    C = _decode(c, c_fmt, profile.flush_inputs)
+    if positive and first:
+        C.neg = _positive_zeros(C)
+    allneg = np.all(gneg, axis=-1) & C.neg
+    d = _window_sum(np.abs(P) * sS, wmin + se - 2 * (fs.p - 1), np.where(zero, ez, se), gneg,
+                    C, c_fmt, profile, allneg)
+    if profile.e_zero is None:
+        nothing = np.all(zero, axis=-1) & (C.S == 0)
+        if nothing.any():
+            zero_d = 0.0 if profile.neg_zero_to_pos else np.where(C.neg, -0.0, 0.0)
+            d = np.where(nothing, zero_d, d)
+    return _apply_specials(d, _fold(A, SA), _fold(B, SB), c, profile, False)
 
 
 def _apply_specials(d, A: _Dec, B: _Dec, c, profile: Profile, finite: bool) -> np.ndarray:
@@ -384,11 +468,42 @@ def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
     return round_to_format(x, fin, mode)
 
 
-def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> np.ndarray:
-    """One instruction (all its chained blocks); A, B decoded (..., k) broadcastable."""
+def _scales(scale, profile: Profile, what: str, shape: tuple) -> np.ndarray:
+    """Validated float64 block scales of ``shape`` (``what`` names them in errors), or None
+    for a profile without block scales (which then takes none)."""
+    if profile.scale_format is None:
+        if scale is not None:
+            raise ValueError(f"{profile.name} has no block scales (scale_format None); "
+                             f"{what} must be None")
+        return None
+    if scale is None:
+        raise ValueError(f"{profile.name} is block-scaled ({profile.scale_format} per "
+                         f"{profile.scale_block_size} elements of K): give scale_a and scale_b")
+    x = np.asarray(scale, dtype=np.float64)
+    if x.shape != shape:
+        raise ValueError(f"{what} must have shape {shape} (one {profile.scale_format} scale per "
+                         f"{profile.scale_block_size} elements of K), got {x.shape}")
+    _check_values(x, resolve_format(profile.scale_format), what)
+    return x
+
+
+def _per_product(scale: np.ndarray, block: int, axis: int) -> np.ndarray:
+    """Block scales repeated to one per element of K along ``axis``."""
+    return np.repeat(scale, block, axis=axis)
+
+
+def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool,
+           SA: _Dec | None = None, SB: _Dec | None = None) -> np.ndarray:
+    """One instruction (all its chained blocks); A, B decoded (..., k) broadcastable; SA, SB
+    their decoded scales, one per element (block-scaled profiles), or None."""
     fa, fb = _operand_formats(profile)
     pbits = fa.p - 1 + fb.p - 1
     L = profile.block_size
+    grouped = profile.node == "grouped"
+    if SA is not None and not grouped:  # the fused node: scales folded into the operands
+        A, B = _fold(A, SA), _fold(B, SB)
+        pbits += 2 * (resolve_format(profile.scale_format).p - 1)
+        finite = finite and bool(np.isfinite(A.raw).all() and np.isfinite(B.raw).all())
     if profile.k_order is not None:  # the products in the order the blocks take them
         order = np.asarray(profile.k_order)
         A, B = A[(Ellipsis, order)], B[(Ellipsis, order)]
@@ -402,6 +517,8 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> n
             d = _pairwise_block(A[sl], B[sl], d, c_fmt, profile, s == 0)
         elif profile.node == "two-stage":
             d = _two_stage_block(A[sl], B[sl], d, c_fmt, profile, pbits, fin)
+        elif grouped:
+            d = _grouped_block(A[sl], B[sl], SA[sl], SB[sl], d, c_fmt, profile, s == 0)
         else:
             d = _block(A[sl], B[sl], d, c_fmt, profile, pbits, fin, s == 0)
     if c_last:  # c added to the blocks' result, one rounding (reference._add)
@@ -411,7 +528,7 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool) -> n
     return d
 
 
-def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
+def fdpa_batch(a, b, c, profile: Profile, scale_a=None, scale_b=None) -> np.ndarray:
     """``d`` of a batch of instructions, bit-identical to :func:`reference.fdpa` per row.
 
     Args:
@@ -421,13 +538,16 @@ def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
             NaN/Inf/-0/subnormals allowed.
         c: array (batch,) of values of ``profile.out_format``.
         profile: the instruction's :class:`~fpscope.profile.Profile`.
+        scale_a, scale_b: block-scaled profiles only: arrays (batch, k // scale_block_size) of
+            values of ``profile.scale_format`` (NaN allowed), row i's scales of a and of b.
 
     Returns:
         float64 array (batch,) of d (values of the output format; NaN as float NaN).
 
     Raises:
-        ValueError: bad shapes, a value not exactly representable (the first one is named), or a
-            profile whose block sum does not fit float64 exactly (:func:`check_exact`).
+        ValueError: bad shapes, a value not exactly representable (the first one is named),
+            scales missing for a block-scaled profile or given to another, or a profile whose
+            block sum does not fit float64 exactly (:func:`check_exact`).
     """
     check_exact(profile)
     a = _operands(a, profile, "a", 2)
@@ -444,20 +564,35 @@ def fdpa_batch(a, b, c, profile: Profile) -> np.ndarray:
     finite = bool(np.isfinite(a).all() and np.isfinite(b).all() and np.isfinite(c).all())
     A = _decode(a, fa, profile.flush_inputs)
     B = _decode(b, fb, profile.flush_inputs)
-    return _chain(A, B, c, profile, finite)
+    sbs = profile.scale_block_size
+    shape = (a.shape[0], profile.k // sbs if sbs else 0)
+    sa = _scales(scale_a, profile, "scale_a", shape)
+    sb = _scales(scale_b, profile, "scale_b", shape)
+    SA = SB = None
+    if sa is not None:
+        fs = resolve_format(profile.scale_format)
+        SA = _decode(_per_product(sa, sbs, 1), fs, False)
+        SB = _decode(_per_product(sb, sbs, 1), fs, False)
+    return _chain(A, B, c, profile, finite, SA, SB)
 
 
-def prepare(A, B, C, profile: Profile | None, pad: bool = False):
-    """Validated float64 operands of a GEMM: ``(A, B, C)`` with K a multiple of ``profile.k``.
+def prepare(A, B, C, profile: Profile | None, pad: bool = False, scale_a=None, scale_b=None):
+    """Validated float64 operands of a GEMM: ``(A, B, C, scales)`` with K a multiple of
+    ``profile.k``.
 
     Checks and conversions shared by every GEMM engine (see :func:`matmul` for the arguments):
     A (M, K), B (K, N) values of the input formats (A: ``in_format``, B: ``b_format`` where set;
-    tf32 profiles: fp32 values reduced per ``operand_conversion``), C (M, N) values of the output format or None (zeros); with
-    ``pad=True`` a K that is not a multiple of ``profile.k`` is padded with zero products.
+    tf32 profiles: fp32 values reduced per ``operand_conversion``), C (M, N) values of the
+    output format or None (zeros); with ``pad=True`` a K that is not a multiple of
+    ``profile.k`` is padded with zero products. ``scales``: None, or for a block-scaled profile
+    ``(SA, SB)``, float64 arrays (M, K // scale_block_size) and (K // scale_block_size, N) of
+    the scale format (padded with scale 1: a zero product is a zero term whatever its scale).
 
     Raises:
         ValueError: no profile, bad shapes, values not exactly representable (the first is
-            named), K not a multiple of k without ``pad``, K = 0.
+            named), K not a multiple of k without ``pad``, K = 0; scales missing for a
+            block-scaled profile or given to another, of the wrong shape (K must then be a
+            multiple of ``scale_block_size``), or not values of the scale format.
     """
     if profile is None:
         raise ValueError("matmul needs a profile")
@@ -476,6 +611,14 @@ def prepare(A, B, C, profile: Profile | None, pad: bool = False):
         if C.shape != (M, N):
             raise ValueError(f"C must have shape ({M}, {N}), got {C.shape}")
         _check_values(C, resolve_format(profile.out_format), "C")
+    sbs = profile.scale_block_size
+    if sbs is not None and K % sbs:
+        raise ValueError(f"K = {K} is not a multiple of {profile.name}'s scale block size "
+                         f"{sbs}: the scales cover whole blocks of K")
+    nb = K // sbs if sbs else 0
+    SA = _scales(scale_a, profile, "scale_a", (M, nb))
+    SB = _scales(scale_b, profile, "scale_b", (nb, N))
+    scales = None if SA is None else (SA, SB)
     if K % k:
         if not pad:
             raise ValueError(f"K = {K} is not a multiple of {profile.name}'s k = {k}; pad the "
@@ -484,14 +627,18 @@ def prepare(A, B, C, profile: Profile | None, pad: bool = False):
         extra = k - K % k
         A = np.concatenate([A, np.zeros((M, extra))], axis=1)
         B = np.concatenate([B, np.zeros((extra, N))], axis=0)
+        if scales is not None:
+            more = extra // profile.scale_block_size
+            scales = (np.concatenate([scales[0], np.ones((M, more))], axis=1),
+                      np.concatenate([scales[1], np.ones((more, N))], axis=0))
         K += extra
     if K == 0:
         raise ValueError("K must be positive")
-    return A, B, C
+    return A, B, C, scales
 
 
 def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
-           max_elems: int = 1 << 22) -> np.ndarray:
+           max_elems: int = 1 << 22, scale_a=None, scale_b=None) -> np.ndarray:
     """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``.
 
     Every output element is computed as on the hardware's K loop: K is walked in k-chunks in
@@ -512,6 +659,9 @@ def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
             with ``e_zero`` None it still joins the sign rule of exact zero sums. Hence off by
             default.
         max_elems: rows of A are processed in tiles of about this many (m, n, block) terms.
+        scale_a, scale_b: block-scaled profiles only (``profile.scale_format``): (M, K //
+            scale_block_size) and (K // scale_block_size, N) values of the scale format
+            (:func:`fpscope.emulate.matmul`).
 
     Returns:
         float64 array (M, N).
@@ -519,18 +669,24 @@ def matmul(A, B, C=None, profile: Profile | None = None, pad: bool = False,
     Raises:
         ValueError: as :func:`prepare`.
     """
-    A, B, C = prepare(A, B, C, profile, pad)
-    return gemm_prepared(A, B, C, profile, max_elems)
+    A, B, C, scales = prepare(A, B, C, profile, pad, scale_a, scale_b)
+    return gemm_prepared(A, B, C, profile, max_elems, scales)
 
 
-def gemm_prepared(A, B, C, profile: Profile, max_elems: int = 1 << 22) -> np.ndarray:
-    """:func:`matmul` on operands that :func:`prepare` returned."""
+def gemm_prepared(A, B, C, profile: Profile, max_elems: int = 1 << 22,
+                  scales=None) -> np.ndarray:
+    """:func:`matmul` on operands (and block scales) that :func:`prepare` returned."""
     M, K = A.shape
     N = B.shape[1]
     k = profile.k
     fa, fb = _operand_formats(profile)
     DA = _decode(A, fa, profile.flush_inputs)
     DB = _decode(B.T.copy(), fb, profile.flush_inputs)  # (N, K)
+    DSA = DSB = None
+    if scales is not None:  # one scale per element of K, beside A and B.T
+        fs, sbs = resolve_format(profile.scale_format), profile.scale_block_size
+        DSA = _decode(_per_product(scales[0], sbs, 1), fs, False)
+        DSB = _decode(_per_product(scales[1].T, sbs, 1), fs, False)
     finA = np.isfinite(A)
     finB = np.isfinite(B.T)
     D = C.copy()
@@ -544,6 +700,9 @@ def gemm_prepared(A, B, C, profile: Profile, max_elems: int = 1 << 22) -> np.nda
             b = DB[:, cols][None, :, :]
             finite = bool(finA[m0:m1, cols].all() and finB[:, cols].all()
                           and np.isfinite(d).all())
-            d = _chain(a, b, d, profile, finite)
+            sa = sb = None
+            if DSA is not None:
+                sa, sb = DSA[m0:m1, cols][:, None, :], DSB[:, cols][None, :, :]
+            d = _chain(a, b, d, profile, finite, sa, sb)
         D[m0:m1] = d
     return D

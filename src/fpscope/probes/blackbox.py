@@ -143,15 +143,30 @@ class MatrixTarget:
         return d
 
 
+def refuse_block_scales(profile: Profile, name: str) -> None:
+    """Raise ProbeError for a block-scaled profile (``profile.scale_format``): a black box of
+    the probe interface is ``D = op(A, B, C)``, with no place for the scales every call of such
+    an instruction needs, so the probes cannot drive it."""
+    if profile.scale_format is not None:
+        raise ProbeError(f"{name}: {profile.name} is block-scaled ({profile.scale_format} "
+                         f"scales per {profile.scale_block_size} elements of K) and the probes "
+                         f"send no scales; run it with fpscope.emulate.matmul(..., scale_a=, "
+                         f"scale_b=) or compare it with scripts/mmasim_validation.py")
+
+
 class SimulatedTarget(MatrixTarget):
     """A profile run by :func:`fpscope.emulate.vectorized.matmul`: one instruction per output.
 
     Args:
         profile: the node arithmetic; K of every call is ``profile.k``.
         name: default ``"sim:" + profile.name``.
+
+    Raises:
+        ProbeError: a block-scaled profile (:func:`refuse_block_scales`).
     """
 
     def __init__(self, profile: Profile, name: str | None = None):
+        refuse_block_scales(profile, name or f"sim:{profile.name}")
         super().__init__(name or f"sim:{profile.name}", profile.in_format, profile.out_format,
                          k=profile.k, b_format=profile.b_format)
         self.profile = profile

@@ -264,7 +264,9 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
                 raise ProbeError(str(exc)) from None
         from ..emulate.library import has_library_level, instruction_level
         from ..profile import resolve_format
+        from .blackbox import refuse_block_scales
 
+        refuse_block_scales(chain, f"chain profile {chain.name}")
         if (*(resolve_format(f).name for f in chain.operand_formats),
                 resolve_format(chain.out_format).name) != \
                 (target.fin.name, target.fb.name, target.out_format):

@@ -5,8 +5,14 @@ black-box targets of the probe suite, and the table of which model each preset d
 instruction: the operands are encoded to the instruction's types (tf32 as fp32 bit patterns,
 fp6/fp4 one per byte as mmasim holds them, AMD fp8 / bf8 as torch's float8_e4m3fnuz /
 float8_e5m2fnuz; A in the preset's ``in_format``, B in its ``b_format`` where the preset has
-mixed input formats) and cut into its m x n x k tiles, zero-padded. The CLI spelling is ``fpscope probe mmasim:PRESET``. mmasim (and torch) are
-imported on first use.
+mixed input formats) and cut into its m x n x k tiles, zero-padded. The CLI spelling is
+``fpscope probe mmasim:PRESET``. mmasim (and torch) are imported on first use.
+
+Block-scaled presets (``Profile.scale_format``: MX / NVFP4) map to mmasim's ``TCGen05MMABlockScale``
+and ``MMABlockScale`` models, called ``op(A, B, C, scale_a, scale_b)``; :func:`block_scaled_call`
+builds their inputs (:func:`scales_to_torch`, fp4 packed two per byte by :func:`pack_fp4` for
+``kind::mxf4*``). They are not probe targets (the probes send no scales: MmasimTarget refuses
+them); scripts/mmasim_validation.py compares them.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ import numpy as np
 
 from ..formats import decode, encode
 from ..profile import PRESETS, resolve_format
-from .blackbox import MatrixTarget, ProbeError
+from .blackbox import MatrixTarget, ProbeError, refuse_block_scales
 
-__all__ = ["MODELS", "MmasimTarget", "build_model", "from_torch", "model_name", "to_torch"]
+__all__ = ["MODELS", "MmasimTarget", "block_scaled_call", "build_model", "from_torch", "model_name",
+           "pack_fp4", "scales_to_torch", "to_torch"]
 
 #: preset -> (mmasim class name, arch, shape_and_type). Hopper fp8: mmasim has no Hopper mma.sync
 #: fp8 model (its Hopper mma list has no sm_89 fp8 shapes), only wgmma m64nNk32; the fpscope
@@ -55,10 +62,22 @@ _PTX_TYPES = {"tf32": "tf32", "fp16": "f16", "bf16": "bf16", "fp8_e4m3fn": "e4m3
 
 def _nv_shape(preset: str) -> tuple[str, str, str]:
     """The mmasim model of an experimental NVIDIA preset, from its name and formats (a mixed
-    preset: a's type, then b's, as PTX spells the instruction)."""
+    preset: a's type, then b's, as PTX spells the instruction). Block-scaled presets: the
+    fused node is ``kind::mxf8f6f4`` (k = 32), the grouped node ``kind::mxf4`` (e8m0 scales per
+    32) or ``kind::mxf4nvf4`` (k = 64); tcgen05 ``m128n8``, RTX Blackwell mma.sync ``m16n8``."""
     prof = PRESETS[preset]
     d = "f16" if prof.out_format == "fp16" else "f32"
     t, tb = (_PTX_TYPES[f] for f in prof.operand_formats)
+    if prof.scale_format is not None:
+        st = {"e8m0": "ue8m0", "ue4m3": "ue4m3"}[prof.scale_format]
+        block = f"block{prof.scale_block_size}"
+        kind = ("mxf8f6f4" if prof.node == "fused" else
+                "mxf4" if (st, block) == ("ue8m0", "block32") else "mxf4nvf4")
+        if preset.startswith("blackwell-tcgen05-"):
+            return ("TCGen05MMABlockScale", "Blackwell",
+                    f"m128n8k{prof.k}.kind::{kind}.{block}.{d}.{t}.{tb}.{st}")
+        return ("MMABlockScale", "RTX Blackwell",
+                f"m16n8k{prof.k}.kind::{kind}.{block}.{d}.{t}.{tb}.{d}.{st}")
     kind = {"tf32": "tf32", "f16": "f16", "bf16": "f16"}.get(t, "f8f6f4")
     if preset.startswith("ada-"):  # mixed fp8 (sm_89 mma.sync m16n8k32)
         return ("MMA", "Ada Lovelace", f"m16n8k{prof.k}.{d}.{t}.{tb}.{d}")
@@ -140,6 +159,45 @@ def to_torch(pat: np.ndarray, fmt_name: str):
     return t if ftype == itype else t.view(ftype)
 
 
+def pack_fp4(pat: np.ndarray, axis: int) -> np.ndarray:
+    """fp4 bit patterns two per byte along ``axis`` (even length), element 2i in the high nibble
+    and 2i + 1 in the low one, as mmasim unpacks them (``helper.unpack_uint8_to_fp4``)."""
+    pat = np.moveaxis(np.asarray(pat, dtype=np.int64), axis, -1)
+    return np.moveaxis((pat[..., 0::2] << 4) | pat[..., 1::2], -1, axis)
+
+
+def scales_to_torch(pat: np.ndarray, scale_format: str):
+    """Block-scale bit patterns (fpscope's e8m0 or ue4m3 encoding) as mmasim takes them:
+    torch.float8_e8m0fnu, or for ue4m3 the float8_e4m3fn byte with a clear sign bit (mmasim
+    clears it itself, ``helper.truncate_e4m3_to_ue4m3``)."""
+    import torch
+
+    dtype = {"e8m0": torch.float8_e8m0fnu, "ue4m3": torch.float8_e4m3fn}[scale_format]
+    return torch.from_numpy(np.asarray(pat, dtype=np.uint8)).view(dtype)
+
+
+def block_scaled_call(op, A, B, C, SA, SB, a_name: str, b_name: str, out_name: str,
+                      scale_format: str) -> np.ndarray:
+    """Output bit patterns (m, n) of one tile of an mmasim block-scale model ``op``.
+
+    A (m, k), B (k, n), C (m, n), SA (m, k / s), SB (k / s, n): bit patterns of the formats
+    ``a_name``, ``b_name``, ``out_name`` and ``scale_format``. fp4 operands of ``kind::mxf4*``
+    (``op.packing == 2``) travel two per byte (:func:`pack_fp4`), others one per byte or as
+    their torch dtype (:func:`to_torch`).
+    """
+    import torch
+
+    if op.packing == 2:
+        At = torch.from_numpy(pack_fp4(A, -1).astype(np.uint8))
+        Bt = torch.from_numpy(pack_fp4(B, 0).astype(np.uint8))
+    else:
+        At, Bt = to_torch(np.asarray(A), a_name), to_torch(np.asarray(B), b_name)
+    with torch.no_grad():
+        d = op(At.contiguous(), Bt.contiguous(), to_torch(np.asarray(C), out_name).contiguous(),
+               scales_to_torch(SA, scale_format), scales_to_torch(SB, scale_format))
+    return from_torch(d, out_name)
+
+
 def from_torch(d, out_name: str) -> np.ndarray:
     import torch
 
@@ -154,7 +212,8 @@ class MmasimTarget(MatrixTarget):
     """An mmasim instruction model as a black box (module docstring).
 
     Raises:
-        ProbeError: no mmasim model for the preset, or mmasim / torch missing.
+        ProbeError: no mmasim model for the preset, a block-scaled preset (the probes send no
+            scales; scripts/mmasim_validation.py compares those), or mmasim / torch missing.
     """
 
     def __init__(self, preset: str):
@@ -165,6 +224,7 @@ class MmasimTarget(MatrixTarget):
         except ImportError:
             raise ProbeError("mmasim is not installed; pip install mmasim") from None
         prof = PRESETS[preset]
+        refuse_block_scales(prof, f"mmasim:{preset}")
         super().__init__(f"mmasim:{model_name(preset)}", prof.in_format, prof.out_format,
                          k=self.op.k, b_format=prof.b_format)
         self.in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
