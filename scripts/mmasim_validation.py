@@ -751,16 +751,24 @@ def _variants(p) -> dict:
     if p.e_zero is not None:
         out["e_zero-1"] = p.replace(e_zero=p.e_zero - 1)
         out["e_zero+1"] = p.replace(e_zero=p.e_zero + 1)
-    if p.block_size % 2 == 0:
+    for al in ("truncate", "floor", "nearest"):
+        if al != p.alignment and not p.lossless:
+            out[al] = p.replace(alignment=al)
+    out.update(_shared_variants(p, halve=p.block_size % 2 == 0))
+    return out
+
+
+def _shared_variants(p, halve: bool) -> dict:
+    """The one-parameter changes every node kind reads: L/2 (when ``halve``), 2L, the step
+    rounding's mode, the flushes, the -0 rule and the tf32 operand conversion."""
+    out = {}
+    if halve:
         out["L/2"] = p.replace(block_size=p.block_size // 2)
     if p.k % (2 * p.block_size) == 0:
         out["2L"] = p.replace(block_size=2 * p.block_size)
     fmt, mode = p.step_rounding
     out["step " + ("RNE" if mode != "RNE" else "RZ")] = p.replace(
         step_rounding=(fmt, "RNE" if mode != "RNE" else "RZ"))
-    for al in ("truncate", "floor", "nearest"):
-        if al != p.alignment and not p.lossless:
-            out[al] = p.replace(alignment=al)
     out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
     out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
     out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
@@ -816,21 +824,9 @@ def _node_variants(p) -> dict:
         out["overflow " + ("None" if p.product_overflow else "fp32")] = p.replace(
             product_overflow=None if p.product_overflow else "fp32")
     ok = p.node != "two-stage" or (p.block_size // 2) % p.product_groups == 0
-    if p.block_size % 2 == 0 and ok:
-        out["L/2"] = p.replace(block_size=p.block_size // 2)
-    if p.k % (2 * p.block_size) == 0:
-        out["2L"] = p.replace(block_size=2 * p.block_size)
-    fmt, mode = p.step_rounding
-    out["step " + ("RNE" if mode != "RNE" else "RZ")] = p.replace(
-        step_rounding=(fmt, "RNE" if mode != "RNE" else "RZ"))
-    out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
-    out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
-    out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
+    out.update(_shared_variants(p, halve=p.block_size % 2 == 0 and ok))
     out["zero sign"] = p.replace(
         input_zero_sign="keep" if p.input_zero_sign == "positive" else "positive")
-    if p.operand_conversion is not None:
-        out["operand round"] = p.replace(
-            operand_conversion="round" if p.operand_conversion == "truncate" else "truncate")
     return out
 
 

@@ -49,7 +49,7 @@ def run(ctx: Ctx, samples: int = 1536, seed: int = 0):
         d.append(D.ravel())
     D = np.concatenate(d)
     with np.errstate(all="ignore"):
-        bits = encode(np.where(np.isnan(D), np.nan, D), fout)
+        bits = encode(D, fout)
     rec = Recording(np.concatenate(a), np.concatenate(b), np.concatenate(c),
                     np.asarray(bits, dtype=np.uint64), fin.name, fout.name, t.name,
                     fb.name if fb.name != fin.name else None)
