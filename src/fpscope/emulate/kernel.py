@@ -176,9 +176,9 @@ def _prefer_wide_vectors() -> None:
     """On AVX-512 machines, let numba's LLVM use 512-bit vectors for the kernel.
 
     LLVM's tuning for recent Intel cores prefers 256-bit vectors (its "prefer-256-bit" feature);
-    the kernel's loops (int8 exponent sums, float64 block set-up and rounding) ran about 25%
-    faster with 512-bit ones on the 2-core Sapphire Rapids CI machine (hopper-fp16, 2048^3,
-    2 threads). numba reads its CPU features once, when its CPU target first compiles or loads
+    the GEMM ran about 14% faster with 512-bit ones on the 2-core AVX-512 CI machine
+    (hopper-fp16, 2048^3, 2 threads: 1.72 s against 2.00 s, ``benchmarks/bench_emulate.py``
+    run with and without ``NUMBA_CPU_NAME`` set, which turns this off). numba reads its CPU features once, when its CPU target first compiles or loads
     code, from ``numba.config.CPU_FEATURES`` (the ``NUMBA_CPU_FEATURES`` environment variable).
     So this sets them, to the host's features plus "-prefer-256-bit", only when the user has
     set neither ``NUMBA_CPU_FEATURES`` nor ``NUMBA_CPU_NAME`` and no numba code has been compiled
