@@ -1,0 +1,245 @@
+"""The reveal as a whole: :func:`reveal` runs the checks, FPRev, the accumulator probe and the
+replay, and returns a :class:`RevealResult`.
+
+Order: units and absorption (:mod:`fpscope.reveal.checks`); FPRev with packed probes where the
+target allows (:mod:`fpscope.reveal.staged`), falling back to one probe a row at a node with
+three or more children; the checks of the tree; for matrix ops whose outputs do not share one
+K-order, the tree of output (0, 0) alone; the accumulator format
+(:mod:`fpscope.probes.accumulator`); the bitwise replay (:mod:`fpscope.verify`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..masks import Mask, choose_mask
+from ..targets.base import Target
+from ..tree import SumTree
+from .algorithms import basic_fprev, fprev
+from .checks import (
+    check_absorbs,
+    check_batched,
+    check_random_pairs,
+    check_repeat,
+    check_shared_order,
+    check_units,
+)
+from .packing import pack_bits
+from .prober import Prober, RevealError
+
+
+@dataclass
+class RevealStats:
+    """Counts of one reveal and the outcome of each check (:attr:`RevealResult.stats`)."""
+
+    calls: int = 0  # calls of the underlying operation
+    probes: int = 0  # l(i, j) values obtained
+    seconds: float = 0.0
+    checks: dict = field(default_factory=dict)
+
+
+@dataclass
+class RevealResult:
+    """What :func:`reveal` found: the tree, the mask, stats, accumulator and replay report."""
+
+    tree: SumTree
+    mask: Mask
+    stats: RevealStats
+    algorithm: str
+    accumulator: dict = field(default_factory=dict)
+    replay: dict | None = None
+
+
+def reveal(
+    target: Target,
+    algorithm: str = "fprev",
+    mask: Mask | None = None,
+    seed: int = 0,
+    repeats: int = 32,
+    extra_pairs: int = 64,
+    replay_samples: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+) -> RevealResult:
+    """Reveal the summation tree of ``target``, check it, and replay it against the op.
+
+    Steps: unit and absorption checks; FPRev (or BasicFPRev) with batched probes; the tree's
+    sizes, repeated probes (determinism), batched-vs-single probes, random extra pairs and (matrix
+    ops) every output's K-order are checked; the accumulator precision is measured
+    (:mod:`fpscope.probes.accumulator`); finally the tree is replayed on ``replay_samples`` random
+    inputs per distribution (:mod:`fpscope.verify`) and must match bit for bit.
+
+    Args:
+        target: the operation (n leaves).
+        algorithm: "fprev" (default) or "basic" (all pairs; n(n-1)/2 probes).
+        mask: probe values; default :func:`fpscope.masks.choose_mask` for the target's formats.
+        seed: seed of the pivot and sampling choices (results are reproducible).
+        repeats: how many probes to repeat for the determinism check.
+        extra_pairs: how many random unprobed pairs to check against the tree.
+        replay_samples: random inputs per distribution for the replay check (0 skips it).
+        progress: optional callback(probes_done, n).
+
+    Returns:
+        RevealResult (stats.seconds is the wall time of the tree reveal and its checks, without
+        the accumulator probe and the replay check).
+
+    Raises:
+        fpscope.masks.MaskError: n too large for the formats.
+        RevealError: a check failed (see its ``kind``; "replay" when the op is not a fixed tree
+            of rounded additions, e.g. compensated summation).
+        fpscope.targets.base.TargetError: the op itself failed.
+    """
+    from ..formats import get_format
+    from ..probes.accumulator import detect_accumulator
+    from ..verify import verify
+
+    t0 = time.perf_counter()
+    calls0 = target.calls
+    if mask is None:
+        mask = choose_mask(target.n, target.in_format, target.out_format)
+    stats = RevealStats()
+    n = target.n
+    if n == 1:
+        tree, probes = SumTree(0), 0
+    else:
+        prober = Prober(target, mask)
+        check_units(prober)
+        check_absorbs(prober)
+        stats.checks["units"] = "ok"
+        stats.checks["absorption"] = "ok"
+        try:
+            tree = _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats)
+            probes = prober.probes
+        except RevealError as exc:
+            if not (target.is_matrix and exc.kind == "inconsistent" and prober.mode != "single"):
+                raise
+            # outputs do not share one K-order (edge tiles, split-K): reveal output (0, 0) alone
+            single = Prober(target, mask, mode="single")
+            tree = _tree_and_checks(single, algorithm, seed, repeats, extra_pairs, progress, stats)
+            try:  # name the outputs that differ from output (0, 0), where possible
+                check_shared_order(prober, tree, 8, np.random.default_rng(seed + 2))
+                where = str(exc)
+            except RevealError as exc2:
+                where = str(exc2)
+            stats.checks["shared_k_order_outputs"] = f"no: {where}; the tree is that of output (0, 0)"
+            probes = prober.probes + single.probes
+    stats.calls = target.calls - calls0
+    stats.probes = probes
+    stats.seconds = time.perf_counter() - t0
+    shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
+    acc = detect_accumulator(target, tree, evaluate=_rows_evaluator(target) if shared else None)
+    result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
+    if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
+        raise RevealError(
+            "mask",
+            f"the op accumulates in {acc['format']}, where the mask M = {mask.M!r} does not absorb "
+            f"{n - 2} units of {mask.u!r}; the tree cannot be trusted",
+        )
+    if replay_samples > 0:
+        acc_fmt = get_format(acc["format"]) if acc.get("format") else target.in_format
+        rep = verify(target, tree, acc_fmt, samples=replay_samples, seed=seed,
+                     first_output_only=not shared)
+        if not rep["bit_exact"] and not target.is_matrix and tree.max_fan_in() == 2 and n > 2:
+            mixed = _mixed_precision(target, tree, acc_fmt, replay_samples, seed)
+            if mixed is not None:
+                rep, acc["node_formats"] = mixed
+                acc["mixed"] = True
+        result.replay = rep
+        if tree.max_fan_in() > 2:
+            # fused k-term nodes of matrix units align and truncate (NUMERICS.md section 2);
+            # the replay models them as exact sums, so a mismatch here is not evidence
+            rep["enforced"] = False
+            rep["note"] = ("the tree has fused multi-term nodes; their node arithmetic is not "
+                           "modelled by the replay (exact sum, one rounding)")
+        elif not rep["bit_exact"]:
+            err = RevealError(
+                "replay",
+                f"the revealed tree, replayed with a {acc_fmt.name} accumulator, matches the op on "
+                f"only {rep['matched']} of {rep['samples']} random inputs: the op is not a fixed "
+                f"tree of rounded additions (compensated or exact summation, data-dependent "
+                f"order, or an unmodelled product rounding)",
+            )
+            err.result = result  # the tree and the failed replay, kept as evidence
+            raise err
+    return result
+
+
+def _rows_evaluator(target: Target):
+    """For matrix ops whose outputs share one K-order: evaluate many probe vectors per call, one
+    per row of A (B = ones), instead of one call per vector."""
+    if not (target.is_matrix and target.max_rows > 1):
+        return None
+
+    def evaluate(X):
+        X = target.as_storage(np.asarray(X))
+        ones = np.ones((target.n, 1), dtype=X.dtype)
+        return np.concatenate([
+            np.asarray(target.evaluate_outer(X[s : s + target.max_rows], ones))[:, 0]
+            for s in range(0, len(X), target.max_rows)
+        ])
+
+    return evaluate
+
+
+def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats) -> SumTree:
+    rng = np.random.default_rng(seed + 1)
+    prober.prefetch_all()
+    if algorithm == "basic":
+        nested = basic_fprev(prober)
+    elif algorithm == "fprev":
+        nested = None
+        if pack_bits(prober) >= 4 and prober.table is None:
+            try:
+                tree = SumTree.from_canonical(fprev(prober, seed=seed, progress=progress, packed=True), prober.n)
+                if prober.packed_calls:  # every packed set proven a complete subtree (guards)
+                    stats.checks["packed_probes"] = "ok"
+                nested = tree
+            except RevealError as exc:  # not a binary tree: plain FPRev decides
+                stats.checks["packed_probes"] = f"fell back to one probe per call ({exc.kind})"
+                prober.history.clear()  # packed answers assume binary nodes: forget them
+        if nested is None:
+            nested = SumTree.from_canonical(fprev(prober, seed=seed, progress=progress), prober.n)
+    else:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: fprev, basic")
+    tree = nested if isinstance(nested, SumTree) else SumTree(nested)
+    stats.checks["sizes"] = "ok"
+    stats.checks["repeated_probes"] = check_repeat(prober, repeats, rng)
+    stats.checks["batched_vs_single"] = check_batched(prober, min(repeats, 16), rng)
+    stats.checks["random_pairs"] = check_random_pairs(prober, tree, extra_pairs, rng)
+    if prober.mode != "single":
+        stats.checks["shared_k_order_outputs"] = check_shared_order(prober, tree, 4, rng)
+    return tree
+
+
+def _mixed_precision(target: Target, tree: SumTree, acc_fmt, samples: int, seed: int):
+    """Per-node accumulator formats (e.g. OpenBLAS sdot: a float32 vector body and a float64
+    scalar tail); returns (replay report, run-length node formats) when they replay bit-exactly."""
+    from ..formats import get_format
+    from ..probes.accumulator import detect_node_formats, run_lengths
+    from ..verify import verify
+
+    names = detect_node_formats(target, tree)
+    if any(nm is not None and nm.startswith(">") for nm in names):
+        return None
+    nodes = list(tree.nodes_postorder())
+    index = {id(nd): i for i, nd in enumerate(nodes)}
+    root = nodes[-1]
+    child_fmts = [names[index[id(c)]] for c in root if isinstance(c, tuple)]
+    options = []
+    for cand in [max(child_fmts, key=lambda f: get_format(f).p) if child_fmts else None,
+                 min(child_fmts, key=lambda f: get_format(f).p) if child_fmts else None,
+                 acc_fmt.name, "fp64"]:
+        if cand is not None and cand not in options:
+            options.append(cand)
+    for root_fmt in options:
+        full = names[:-1] + [root_fmt]
+        fmts = [get_format(f) for f in full]
+        base = min(fmts, key=lambda f: f.p)
+        rep = verify(target, tree, base, samples=samples, seed=seed, node_formats=fmts)
+        if rep["bit_exact"]:
+            rep["accumulator"] = "mixed"
+            return rep, run_lengths(full)
+    return None
