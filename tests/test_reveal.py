@@ -374,7 +374,7 @@ def test_membership_probes_halve_numpy_sum_rows():
 def test_packed_fields_share_no_row(reqs):
     """Every probe gets one row of one field; fields fit in 24 bits; no row holds a request twice
     (one pivot a row) or two requests of a family with an exclusive member."""
-    from fpscope.reveal import _assign_slots
+    from fpscope.reveal.packing import _assign_slots
 
     widths, lengths, families, exclusive = (list(c) for c in zip(*reqs))
     slots = _assign_slots(widths, lengths, families, exclusive, 24)

@@ -41,9 +41,6 @@ from .checks import (
 )
 from .driver import RevealResult, RevealStats, reveal
 from .packing import CountRequest
-from .packing import (
-    _assign_slots as _assign_slots,  # tests/test_reveal.py imports it from here
-)
 from .prober import Prober, RevealError
 
 __all__ = [
