@@ -47,9 +47,8 @@ def main(argv=None) -> int:
     A = round_to_format(rng.standard_normal((n, n)), fa)
     B = round_to_format(rng.standard_normal((n, n)), fb)
     coding = kernel._exponent_coding(fa, fb)
-    EA = kernel._exponents(A, fa, p.flush_inputs, coding)
-    EB = kernel._exponents(B, fb, p.flush_inputs, coding)
-    AV, BV = A.astype(np.float32), B.astype(np.float32)
+    AV, EA, _ = kernel._codes(A, fa, p.flush_inputs, coding, np.float32, True)
+    BV, EB, _ = kernel._codes(B, fb, p.flush_inputs, coding, np.float32, False)
     w = min(W, n)
     mx, mn = np.empty(w, EA.dtype), np.empty(w, EA.dtype)
     sc, acc = np.ones(w, np.float32), np.zeros(w, np.int32)
@@ -62,6 +61,7 @@ def main(argv=None) -> int:
     align = {"truncate": 0, "floor": 1, "nearest": 2}[p.alignment]
     ez = kernel._NONE if p.e_zero is None else p.e_zero
     zb = coding[2]
+    need_min = kernel._needs_min(p)
     c_emin, F = fout.emin, p.frac_bits
     calls = n * (n // L) * max(1, n // W)  # rows x blocks x column tiles
 
@@ -72,13 +72,14 @@ def main(argv=None) -> int:
     @njit
     def t_exp(reps, EA, EB, mx, mn):
         for r in range(reps):
-            J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn, small)
+            J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn, small,
+                               need_min)
 
     @njit
     def t_prep(reps, src, mx, mn, lsb, sc, ct, acc):
         for _ in range(reps):
             J._prepare_block(src, mx, mn, lsb, sc, ct, acc, w, 0.0, c_emin, ez, F, 126,
-                             align, zb)
+                             align, zb, need_min)
 
     @njit
     def t_cut(reps, AV, BV, sc, acc):

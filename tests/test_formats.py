@@ -93,11 +93,16 @@ def test_get_format_aliases_and_errors():
         get_format("fp7")
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["cast", "numba"])
 @pytest.mark.parametrize("name", sorted(ALL_FORMATS))
-def test_is_representable_fast_path_equals_exact_check(name):
-    """The cast round trip (fast path) never accepts what the exact check rejects, nor the
-    reverse: every bit pattern of narrow formats, its float64 neighbours, -0, NaN, Inf."""
+def test_is_representable_fast_path_equals_exact_check(name, jit, monkeypatch):
+    """The fast paths (the cast round trip; the numba bit test that large arrays take) never
+    accept what the exact check rejects, nor the reverse: every bit pattern of narrow formats,
+    its float64 neighbours, -0, NaN, Inf."""
+    from fpscope import formats
     from fpscope.formats import _is_representable_exact
+
+    monkeypatch.setattr(formats, "_JIT_FROM", 0 if jit else 1 << 62)
 
     fmt = ALL_FORMATS[name]
     rng = np.random.default_rng(len(name))
@@ -112,3 +117,44 @@ def test_is_representable_fast_path_equals_exact_check(name):
     x = np.concatenate([x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf), x3,
                         [0.0, -0.0, np.nan, np.inf, -np.inf, 1e300, 5e-324]])
     assert np.array_equal(is_representable(x, fmt), _is_representable_exact(x, fmt))
+
+
+def _rounding_inputs(fmt, rng):
+    """Every pattern of a narrow format (random ones of a wide one), their float64 neighbours,
+    midpoints between neighbouring values (ties), values past max_finite and around the
+    subnormal range, random float64 bits, zeros and specials."""
+    if fmt.bits <= 16:
+        pats = np.arange(1 << fmt.bits, dtype=np.uint64)
+    else:
+        pats = rng.integers(0, 1 << fmt.bits, size=20000, dtype=np.uint64)
+    v = decode(pats, fmt)
+    v = np.sort(v[np.isfinite(v)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        mid = (v[:-1] + v[1:]) / 2
+        wide = np.ldexp(rng.random(20000) + 1, rng.integers(fmt.emin - fmt.p - 3, fmt.emax + 3,
+                                                            20000))
+        rand = rng.integers(0, 2**63, 20000, dtype=np.uint64).view(np.float64)
+        x = np.concatenate([v, np.nextafter(v, np.inf), np.nextafter(v, -np.inf), mid, -mid,
+                            wide, -wide, rand, [0.0, -0.0, np.nan, np.inf, -np.inf]])
+    return x
+
+
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+@pytest.mark.parametrize("name", sorted(ALL_FORMATS))
+def test_round_to_format_fast_path_equals_exact_path(name, mode, monkeypatch):
+    """round_to_format's numba path (arrays of at least _JIT_FROM values) gives the bits of
+    the exact numpy path, for every format, mode and overflow policy the format allows."""
+    from fpscope import formats
+
+    fmt = ALL_FORMATS[name]
+    x = _rounding_inputs(fmt, np.random.default_rng(len(name) + 7 * len(mode)))
+    policies = [p for p in ("inf", "nan", "saturate")
+                if not ((p == "inf" and fmt.specials != "ieee")
+                        or (p == "nan" and fmt.specials == "none"))]
+    for policy in policies:
+        for flush in (False, True):
+            monkeypatch.setattr(formats, "_JIT_FROM", 1 << 62)
+            want = round_to_format(x, fmt, mode, overflow=policy, flush_subnormals=flush)
+            monkeypatch.setattr(formats, "_JIT_FROM", 0)
+            got = round_to_format(x, fmt, mode, overflow=policy, flush_subnormals=flush)
+            assert np.array_equal(got.view(np.int64), want.view(np.int64)), (policy, flush)

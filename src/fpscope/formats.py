@@ -360,6 +360,11 @@ def format_of_dtype(dtype) -> Format:
 # -- rounding -------------------------------------------------------------------------------
 
 
+#: round_to_format and is_representable take their numba fast paths (:mod:`._formats_jit`) from
+#: this many values up; below it, numba's import and cache load would cost more than they save.
+_JIT_FROM = 1 << 18
+
+
 def _round_integer(s: np.ndarray, mode: str) -> np.ndarray:
     """Round float64 values to integers (exactly) in ``mode``."""
     if mode == "RNE":
@@ -403,6 +408,10 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
             to p bits as if the exponent range were unbounded below, and a nonzero result
             smaller than ``fmt.min_normal`` becomes zero. No effect on e8m0.
 
+    Arrays of at least ``_JIT_FROM`` values take a numba fast path for their regular values
+    (``_formats_jit.round_regular``: finite, in the normal range, no overflow), bit for bit the
+    result of the exact path (tests/test_formats.py compares them).
+
     Returns:
         float64 array of the same shape; each value is exactly representable in ``fmt``, or NaN.
         NaN inputs give NaN (also for fp6/fp4, which cannot encode it: :func:`encode` and
@@ -421,6 +430,26 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
     policy = fmt.overflow if overflow is None else overflow
     _check_policy(fmt, policy)
     x = np.asarray(x, dtype=np.float64)
+    if x.size >= _JIT_FROM and fmt.signed and fmt.subnormals and 2 <= fmt.p <= 52:
+        # fast path (numba): the regular values on their bits, the rest exactly below
+        from ._formats_jit import round_regular
+
+        flat = np.ascontiguousarray(x).ravel()
+        out = np.empty(flat.shape)
+        handled = np.empty(flat.shape, np.bool_)
+        round_regular(flat, fmt.p, fmt.emin, fmt.max_finite, ROUNDING_MODES.index(mode),
+                      fmt.has_negative_zero, out, handled)
+        if not handled.all():
+            rest = ~handled
+            out[rest] = _round_exact(flat[rest], fmt, mode, policy, flush_subnormals)
+        return out.reshape(x.shape)
+    return _round_exact(x, fmt, mode, policy, flush_subnormals)
+
+
+def _round_exact(x: np.ndarray, fmt: Format, mode: str, policy: str,
+                 flush_subnormals: bool) -> np.ndarray:
+    """round_to_format on numpy arrays, every case (the obviously right path: scale to an
+    integer, round it, scale back)."""
     ieee_like = fmt.specials == "ieee" and fmt.signed and fmt.subnormals
     if (fmt.p >= 53 and fmt.emin <= -1022 and fmt.emax >= 1023 and ieee_like and policy == "inf"
             and not flush_subnormals):
@@ -493,12 +522,16 @@ def is_representable(x, fmt: Format) -> np.ndarray:
     NaN counts where the format has a NaN, +-Inf where it has infinities; -0 does not count in
     formats without negative zero (fnuz, e8m0), nor 0 in e8m0.
 
-    Fast path: a value that comes back bit for bit from a cast to the format's storage dtype and
-    back is in the format, whatever rounding the library cast does (widening is exact); only
-    the values that do not come back are checked with :func:`round_to_format`.
+    Fast paths: for an array of at least ``_JIT_FROM`` values, a one-pass bit test of the
+    significand (``_formats_jit.surely_representable``, numba); else a value that comes back
+    bit for bit from a cast to the format's storage dtype and back is in the format, whatever
+    rounding the library cast does (widening is exact). Only the values a fast path does not
+    accept are checked with :func:`round_to_format`.
     """
     x = np.asarray(x, dtype=np.float64)
-    quick = _round_trips(x, fmt)
+    quick = _surely_representable(x, fmt) if x.size >= _JIT_FROM else None
+    if quick is None:
+        quick = _round_trips(x, fmt)
     if quick is not None:
         if quick.all():
             return quick
@@ -506,6 +539,19 @@ def is_representable(x, fmt: Format) -> np.ndarray:
         quick[rest] = _is_representable_exact(x[rest], fmt)
         return quick
     return _is_representable_exact(x, fmt)
+
+
+def _surely_representable(x: np.ndarray, fmt: Format) -> np.ndarray | None:
+    """``_formats_jit.surely_representable`` over x (None for formats it does not cover:
+    without subnormals (e8m0), wider than float64)."""
+    if not fmt.subnormals or fmt.p > 53 or fmt.emin < -1022:
+        return None
+    from ._formats_jit import surely_representable
+
+    flat = np.ascontiguousarray(x).ravel()
+    out = np.empty(flat.shape, np.bool_)
+    surely_representable(flat, fmt.p, fmt.emin, fmt.max_finite, fmt.signed, out)
+    return out.reshape(x.shape)
 
 
 def _round_trips(x: np.ndarray, fmt: Format) -> np.ndarray | None:

@@ -79,10 +79,11 @@ def _narrow(x, small):
 
 
 @njit(cache=True)
-def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small):
-    """mx[:w], mn[:w] = max, min over the block's products of e_a + e_b (int8 or int16, the
-    dtype of EA; the loop over k is unrolled by four so that the loop over j, innermost,
-    vectorises)."""
+def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min):
+    """mx[:w] = max over the block's products of e_a + e_b (int8 or int16, the dtype of EA),
+    and mn[:w] the min where ``need_min`` (the min only tells whether a product is zero, which
+    matters only where e_zero can decide e_max: kernel._needs_min). The loop over k is unrolled
+    by four so that the loop over j, innermost, vectorises."""
     lo, hi = (-128, 127) if small else (-32000, 32000)
     for j in range(w):
         mx[j] = lo
@@ -97,13 +98,21 @@ def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small):
         b1 = EB[kb + kk + 1, j0:j0 + w]
         b2 = EB[kb + kk + 2, j0:j0 + w]
         b3 = EB[kb + kk + 3, j0:j0 + w]
-        for j in range(w):
-            p0 = _narrow(a0 + b0[j], small)
-            p1 = _narrow(a1 + b1[j], small)
-            p2 = _narrow(a2 + b2[j], small)
-            p3 = _narrow(a3 + b3[j], small)
-            mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
-            mn[j] = min(mn[j], min(min(p0, p1), min(p2, p3)))
+        if need_min:
+            for j in range(w):
+                p0 = _narrow(a0 + b0[j], small)
+                p1 = _narrow(a1 + b1[j], small)
+                p2 = _narrow(a2 + b2[j], small)
+                p3 = _narrow(a3 + b3[j], small)
+                mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
+                mn[j] = min(mn[j], min(min(p0, p1), min(p2, p3)))
+        else:
+            for j in range(w):
+                p0 = _narrow(a0 + b0[j], small)
+                p1 = _narrow(a1 + b1[j], small)
+                p2 = _narrow(a2 + b2[j], small)
+                p3 = _narrow(a3 + b3[j], small)
+                mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
         kk += 4
     while kk < L:
         a0 = EA[i, kb + kk]
@@ -159,11 +168,12 @@ def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
 
 @njit(cache=True)
 def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
-                   zb):
+                   zb, need_min):
     """Per output: e_max of the block (products, c = src[j], e_zero), the cut weight
     lsb = 2^(e_max - F), the scale sc = 2^-(e_max - F) (clamped to 2^max_scale; 0 for a
     non-finite c, which is carried), c cut at lsb (ct), acc = 0. A product exponent below
-    ``zb`` marks a zero product."""
+    ``zb`` marks a zero product; with ``need_min`` False, mn is not computed and e_zero cannot
+    change e_max (kernel._needs_min), so it is taken whether or not a product is zero."""
     for j in range(w):
         c = src[j]
         finite = c - c == 0
@@ -171,7 +181,10 @@ def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_
         ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, c_emin)
         m = np.int64(mx[j])
         e = m if m > zb else _NONE
-        e = max(e, ez) if ((mn[j] < zb) | cz) else e
+        if need_min:
+            e = max(e, ez) if ((mn[j] < zb) | cz) else e
+        else:
+            e = max(e, ez)
         e = e if cz else max(e, ce)
         e = F if ((e == _NONE) | (not finite)) else e
         lo = e - F
@@ -194,7 +207,7 @@ def _bit_round(v, mode, drop, mask):
 
 @njit(cache=True)
 def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
-    """run[:w] = rho((acc + ct) * 2^lsb): one loop per rounding mode, so that each compiles
+    """run[:w] = rho((acc + ct) * lsb): one loop per rounding mode, so that each compiles
     with its mode as a constant. RNE and RZ take a bit-level fast path (:func:`_bit_round`)
     whose result is used where it is normal and finite in the target format; any other element
     (overflow, subnormal or flushed results, Inf, NaN) sends the block through :func:`_round`."""
@@ -229,15 +242,71 @@ def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
 
 
 @njit(parallel=True, cache=True)
-def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
-                has_out, outr, flush_in, max_scale, T, zb, MI, W):
-    """D (M, N) float64, holding C, is replaced by the GEMM's result (kernel.matmul).
+def operand_codes(X, V, E, emin, tiny, sentinel, bad, rows):
+    """One pass over an operand X (2-D float64, values of its format): V = the values in V's
+    dtype (float32 or float64: exact, kernel._value_dtype), E = the leading exponents
+    ``max(floor(log2|x|), emin)`` from the float64 exponent field (every value of an operand
+    format is normal in float64); a zero, a value below ``tiny`` (2^emin under flush_inputs,
+    else 0) and a non-finite value get V = 0 and E = ``sentinel``. ``bad`` marks, per row
+    (``rows``) or per column, where X holds NaN or Inf (those outputs are recomputed by the
+    numpy engine). Threads write only True into ``bad``, so sharing a column flag is safe."""
+    R, C = X.shape
+    for r in prange(R):
+        nonfinite = 0
+        for c in range(C):  # branch-free, so that it vectorises
+            x = X[r, c]
+            finite = x - x == 0
+            zero = (x == 0) | (abs(x) < tiny) | (not finite)
+            e = max(((_bits(x) >> 52) & 0x7FF) - 1023, emin)
+            V[r, c] = 0.0 if zero else x
+            E[r, c] = sentinel if zero else e
+            nonfinite += np.int64(not finite)
+        if nonfinite:
+            if rows:
+                bad[r] = True
+            else:
+                for c in range(C):
+                    if not np.isfinite(X[r, c]):
+                        bad[c] = True
+
+
+@njit(parallel=True, cache=True)
+def abs_range(X, tiny):
+    """(min, max) of |x| over X's finite values of at least ``tiny`` that are nonzero
+    ((inf, 0) when there is none): kernel._value_dtype's test of bf16 / tf32 data. The
+    magnitudes are compared as their float64 bits (ordered like the values for |x| >= 0), so
+    that the reductions vectorise."""
+    R, C = X.shape
+    inf_bits = np.int64(0x7FF0000000000000)
+    lo = np.empty(R, np.int64)
+    hi = np.empty(R, np.int64)
+    for r in prange(R):
+        a = inf_bits
+        b = np.int64(0)
+        for c in range(C):
+            x = X[r, c]
+            m = _bits(x) & np.int64(0x7FFFFFFFFFFFFFFF)
+            ok = (x - x == 0) & (x != 0) & (abs(x) >= tiny)
+            a = min(a, m if ok else inf_bits)
+            b = max(b, m if ok else np.int64(0))
+        lo[r] = a
+        hi[r] = b
+    return np.int64(lo.min()).view(np.float64), np.int64(hi.max()).view(np.float64)
+
+
+@njit(parallel=True, cache=True)
+def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
+                has_out, outr, flush_in, max_scale, T, zb, need_min, MI, W):
+    """D (M, N) float64 = the GEMM of AV, BV (values) and EA, EB (exponents,
+    :func:`operand_codes`) from C (M, N) float64 (kernel.matmul). D need not be initialised:
+    the first k-chunk reads C, the later ones D.
 
     ``step``, ``outr``: (p, q_lo, max_finite, mode, tiny, big) of the step and output roundings
     (:func:`_round`). ``max_scale``: the largest exponent of a scale 2^-lsb the value dtype
     holds (float32: 126; a larger one only occurs when every product is zero). ``T``: products
     whose cut values sum exactly in int32 (kernel._int32_terms). ``zb``: exponent sums below it
-    are zero products (kernel._exponents)."""
+    are zero products (kernel._exponents). ``need_min``: e_zero can decide e_max
+    (kernel._needs_min)."""
     M, K = AV.shape
     N = BV.shape[1]
     nib = (M + MI - 1) // MI
@@ -267,15 +336,16 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
         for kc in range(0, K, k):
             for i in range(i0, i1):
                 drow = D[i, j0:j0 + w]
+                crow = C[i, j0:j0 + w] if kc == 0 else drow  # this instruction's c
                 for s in range(S):
                     kb = kc + s * L
                     first = s == 0
-                    src = (zw if c_last else drow) if first else run
+                    src = (zw if c_last else crow) if first else run
                     c_emin = step_emin if (s > 0 or c_last) else out_emin
                     tiny_c = tiny_step if (s > 0 or c_last) else tiny_out
-                    _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small)
+                    _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min)
                     _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
-                                   max_scale, align, zb)
+                                   max_scale, align, zb, need_min)
                     for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
                         _cut_products(AV, BV, i, kb + sub, min(T, L - sub), j0, w, sc, acc,
                                       align)
@@ -287,7 +357,7 @@ def gemm_kernel(AV, EA, BV, EB, D, k, L, F, align, ez, c_last, out_emin, step_em
                     _finish(dst, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
                 if c_last:  # d = rho(d + c), one rounding
                     for j in range(w):
-                        run[j] = _round(_sum_round_to_odd(run[j], drow[j]),
+                        run[j] = _round(_sum_round_to_odd(run[j], crow[j]),
                                         sp, sq, smf, smode, stiny, sbig)
                 if has_out:
                     for j in range(w):

@@ -64,7 +64,8 @@ def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | 
     that meets a nonzero product stays below ``2^127``; float64 otherwise.
 
     Statically (any operands of the formats: fp16, fp8, fp6, fp4, and mixed pairs of them), or
-    for the given finite operands A, B (bf16, tf32): every nonzero product then lies in
+    for the given operands A, B (bf16, tf32; 2-D float64): every nonzero product of their
+    finite values (flushed subnormals excluded under ``flush_inputs``) then lies in
     ``[min|a| min|b|, max|a| max|b|]``; at most ``2^124`` means no product overflows, at least
     ``2^(F - 124)`` means each is normal and ``F - e_max <= 126``. Floor alignment always takes
     float64 (a negative scaled product that underflows to -0 would floor to 0, not -1).
@@ -77,12 +78,17 @@ def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | 
         return np.float32
     if A is None or B is None:
         return np.float64
-    nza, nzb = np.abs(A[A != 0]), np.abs(B[B != 0])
-    if nza.size == 0 or nzb.size == 0:
+    if A.size == 0 or B.size == 0:
+        return np.float32  # no product at all
+    from ._kernel_jit import abs_range
+
+    (lo_a, hi_a), (lo_b, hi_b) = (
+        abs_range(np.ascontiguousarray(X, dtype=np.float64),
+                  f.min_normal if profile.flush_inputs else 0.0)
+        for X, f in ((A, fa), (B, fb)))
+    if hi_a == 0 or hi_b == 0:
         return np.float32  # every product is zero
-    hi = float(nza.max()) * float(nzb.max())
-    lo = float(nza.min()) * float(nzb.min())
-    if hi <= 2.0 ** 124 and lo >= 2.0 ** (profile.frac_bits - 124):
+    if hi_a * hi_b <= 2.0 ** 124 and lo_a * lo_b >= 2.0 ** (profile.frac_bits - 124):
         return np.float32
     return np.float64
 
@@ -133,6 +139,15 @@ def _int32_terms(profile: Profile) -> int:
     return (2 ** 31 - 1) // top
 
 
+def _needs_min(profile: Profile) -> bool:
+    """Whether e_zero can decide a block's e_max: only where it exceeds the smallest exponent
+    sum ``emin_a + emin_b`` of a nonzero product (leading exponents are clamped to emin). Where
+    it cannot, e_max = max(products, c, e_zero) whether or not a product is zero, and the
+    kernel skips the min over the block's exponent sums (that min only finds zero products)."""
+    fa, fb = _operand_formats(profile)
+    return profile.e_zero is not None and profile.e_zero > fa.emin + fb.emin
+
+
 def _rounding_args(fmt: Format, mode: str, flush: bool):
     """(p, q_lo, max_finite, mode code, tiny, big) of _kernel_jit._round."""
     q_lo = -1000 if flush else fmt.emin - fmt.p + 1
@@ -157,19 +172,19 @@ def _exponent_coding(*fmts: Format):
     return np.int16, -16000, -8000
 
 
-def _exponents(x: np.ndarray, fmt: Format, flush: bool, coding=None) -> np.ndarray:
-    """Leading exponents ``max(floor(log2|x|), emin)`` in ``coding`` (default
-    :func:`_exponent_coding` of fmt); the sentinel for zeros (and for subnormals when
-    ``flush``). x finite."""
-    dtype, sentinel, _ = coding or _exponent_coding(fmt)
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    # the exponent field of the float64 bits (every value of these formats is normal in float64)
-    e = (((x.view(np.int64) >> 52) & 0x7FF) - 1023).astype(np.int32)
-    e = np.maximum(e, fmt.emin)
-    zero = x == 0
-    if flush:
-        zero |= np.abs(x) < fmt.min_normal
-    return np.where(zero, sentinel, e).astype(dtype)
+def _codes(X: np.ndarray, fmt: Format, flush: bool, coding, vt, rows: bool):
+    """(values, exponents, bad) of an operand, from one parallel pass
+    (``_kernel_jit.operand_codes``): values in ``vt``, exponents in ``coding`` (the sentinel
+    for zeros, non-finite values and, when ``flush``, subnormals; their values are 0), and the
+    indices of the rows (``rows``) or columns that hold NaN or Inf."""
+    from ._kernel_jit import operand_codes
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    V = np.empty(X.shape, vt)
+    E = np.empty(X.shape, coding[0])
+    bad = np.zeros(X.shape[0] if rows else X.shape[1], np.bool_)
+    operand_codes(X, V, E, fmt.emin, fmt.min_normal if flush else 0.0, coding[1], bad, rows)
+    return V, E, np.flatnonzero(bad)
 
 
 def _prefer_wide_vectors() -> None:
@@ -237,22 +252,6 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     if profile.k_order is not None:  # the products in the order the blocks take them
         perm = (np.arange(0, K, k)[:, None] + np.asarray(profile.k_order)[None, :]).ravel()
         A, B = A[:, perm], B[perm, :]
-    finA = np.isfinite(A)
-    finB = np.isfinite(B)
-    bad_rows = np.flatnonzero(~finA.all(axis=1))
-    bad_cols = np.flatnonzero(~finB.all(axis=0))
-    A0 = np.where(finA, A, 0.0)
-    B0 = np.where(finB, B, 0.0)
-    EA = _exponents(A0, fa, profile.flush_inputs, coding)
-    EB = _exponents(B0, fb, profile.flush_inputs, coding)
-    if profile.flush_inputs:
-        sentinel = coding[1]
-        A0 = np.where(EA == sentinel, 0.0, A0)
-        B0 = np.where(EB == sentinel, 0.0, B0)
-    vt = _value_dtype(profile, A0, B0)
-    AV = np.ascontiguousarray(A0, dtype=vt)
-    BV = np.ascontiguousarray(B0, dtype=vt)
-    D = np.array(C, dtype=np.float64, order="C", copy=True)
     fout = resolve_format(profile.out_format)
     fstep = resolve_format(profile.step_rounding[0])
     has_out = profile.output_rounding is not None
@@ -266,13 +265,19 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         old = numba.get_num_threads()
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     try:
-        gemm_kernel(AV, np.ascontiguousarray(EA), BV, np.ascontiguousarray(EB), D,
+        vt = _value_dtype(profile, A, B)
+        AV, EA, bad_rows = _codes(A, fa, profile.flush_inputs, coding, vt, True)
+        BV, EB, bad_cols = _codes(B, fb, profile.flush_inputs, coding, vt, False)
+        C = np.ascontiguousarray(C, dtype=np.float64)
+        D = np.empty(C.shape)  # the kernel's first k-chunk reads C
+        gemm_kernel(AV, EA, BV, EB, C, D,
                     k, profile.block_size, profile.frac_bits, align, ez,
                     profile.c_entry == "last", fout.emin, fstep.emin,
                     _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
                     has_out, _rounding_args(fo, mo, profile.flush_outputs),
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
-                    _int32_terms(profile), coding[2], max(1, rows), max(1, cols))
+                    _int32_terms(profile), coding[2], _needs_min(profile),
+                    max(1, rows), max(1, cols))
     finally:
         if threads is not None:
             numba.set_num_threads(old)
