@@ -3,8 +3,9 @@
 Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the exact
 :mod:`fpscope.emulate.reference`; NUMERICS.md section 2), laid out for speed:
 
-* Operands are split once into values and leading exponents. The leading exponent of a nonzero
-  operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``; a and b each with their own
+* Operands are split once, in one parallel pass each (``_kernel_jit.operand_codes``), into
+  values and leading exponents, and their NaN / Inf rows and columns are found. The leading
+  exponent of a nonzero operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``; a and b each with their own
   format's ``emin`` in a mixed-input profile), stored as int8 where both operand formats'
   exponents lie in [-20, 20] (fp16, fp8, fp6, fp4), else int16; zeros
   (and subnormals under ``flush_inputs``) get a sentinel far below every real exponent, so
@@ -23,7 +24,8 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   ``2^-126``, where truncation and rounding to nearest give 0 anyway (floor alignment therefore
   uses float64).
 * c is cut in float64 and added to the block's integer sum exactly; ``sum * 2^lsb`` is exact in
-  float64 and is rounded by :func:`_round_row`, the branch-free twin of
+  float64 and is rounded by ``_kernel_jit._round`` (through a bit-level fast path where the
+  result is normal: ``_kernel_jit._finish``), the branch-free twin of
   :func:`fpscope.formats.round_to_format` (overflow ``inf``) with the reference's rules: +-Inf
   when ``|x| >= 2^(emax + 1)`` in every mode, subnormal results flushed under ``flush_outputs``,
   ``-0 -> +0``.
@@ -33,6 +35,7 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
 
 Profiles the kernel does not handle (see :func:`unsupported`) go to the vectorised engine.
 Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
+the first k-chunk reads C, the later ones the running D (C is not copied);
 inside a tile, each k-chunk of B (k x cols values and exponents) stays in cache while every row
 of the tile runs its instruction; the innermost loops run over the tile's columns, contiguous in
 memory, so they compile to SIMD code. Compilation is cached on disk (``cache=True``).
