@@ -414,9 +414,11 @@ def _scaled_node(ctx: Ctx, seed: int):
         fused = candidate_profile(ctx)
     except ValueError:
         fused = None
-    if fused is not None and not len(unmatched(rec, fused)):
+    bad = len(rec.d) if fused is None else len(unmatched(rec, fused))
+    if not bad:
         return None, None
-    return nodes.fit_samples(ctx, rec)
+    return nodes.fit_samples(ctx, rec, f"the fused profile the families assembled at unit "
+                                       f"scales misses {bad} of {len(rec.d)} random outputs")
 
 
 def _library(ctx: Ctx, rep: ProbeReport, lib, library_k: int, seed: int) -> int | None:

@@ -62,11 +62,12 @@ def sample(ctx: Ctx, samples: int = 1536, seed: int = 0):
                      fb.name if fb.name != fin.name else None, **scale_fields(ctx))
 
 
-def fit_samples(ctx: Ctx, rec):
+def fit_samples(ctx: Ctx, rec, why: str = "the fused-block model does not fit"):
     """(Finding "node", profile or None): the node the recording ``rec`` (:func:`sample`) fits.
 
     The profile (``k`` = ctx.K, status experimental) reproduces every sample; None when no
     profile of the search does (the Finding then does not fit and says how close the best came).
+    ``why``: the note's first words, why the node is fitted.
     """
     from ..fit import fit
 
@@ -80,7 +81,7 @@ def fit_samples(ctx: Ctx, rec):
                 None)
     open_fields = sorted(k for k, v in res.consistent.items() if len(v) > 1)
     scales = " at unit scales" if rec.scale_block_size is not None else ""
-    note = (f"the fused-block model does not fit; {n} random outputs{scales} are reproduced bit "
+    note = (f"{why}; {n} random outputs{scales} are reproduced bit "
             f"for bit by a {p.node} node (fit from the presets' node arithmetic, "
             f"L = {p.block_size})")
     if open_fields:

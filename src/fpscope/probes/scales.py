@@ -383,9 +383,11 @@ def entry(ctx: Ctx, profile) -> tuple[list[Finding], object]:
         return out, profile
     where = ("each group sum aligned at its scales' exponent" if profile.node == "grouped"
              else "the scale exponents added to each product's exponent")
+    window = ("in one window with c (a product -1 under 2^x is kept beside 2^(x+F), cut beside "
+              "2^(x+F+1))" if profile.c_entry == "first" else
+              "c added after the block (c_entry last)")
     out.append(Finding(FAMILY, "scale_entry", "exponent", rows=n,
                        evidence=sample_evidence(ctx, R.rows, d, R.meanings),
-                       note=f"{n} scaled rows agree with the emulator bit for bit: {where}, in "
-                            f"one window with c (a product -1 under 2^x is kept beside 2^(x+F), "
-                            f"cut beside 2^(x+F+1)); a NaN scale gives NaN"))
+                       note=f"{n} scaled rows agree with the emulator bit for bit: {where}, "
+                            f"{window}; a NaN scale gives NaN"))
     return out, profile
