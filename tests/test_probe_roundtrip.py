@@ -66,11 +66,11 @@ def test_probe_recovers_preset(name):
             assert getattr(q, flag) == getattr(p, flag)
     if "e_zero" not in found or found["e_zero"].observable:
         assert q.e_zero == p.e_zero
+    else:
+        assert q.e_zero is None and "not observable" in found["e_zero"].note
     if p.scale_format is not None:  # fixed by the target's interface: not observable
         assert q.scale_format == p.scale_format and not found["scale_format"].observable
         assert found["scale_entry"].fits and found["scale_block_size"].observable
-    else:
-        assert q.e_zero is None and "not observable" in found["e_zero"].note
 
 
 def test_e_zero_not_observable_for_fp16_in_fp32_out():
