@@ -43,8 +43,9 @@ scale fields found on the same scales):
   zero terms), the zeros family's finding stands.
 * the window: one product -1 under the scale pair 2^x beside c = 2^(x + F) (kept: d = c - 2^x
   rounded) and c = 2^(x + F + 1) (cut: d = c), for a few x: the scale exponents are added to the
-  product's exponent before the cut at 2^(e_max - F), in the one window with c (a scale applied
-  to the block's sum after its cut, or after c is added, gives c - 2^x rounded in both rows).
+  product's exponent before the cut at 2^(e_max - F), in the one window with c. (An op that
+  adds c in a rounding of its own after the scaled block gives c - 2^x rounded in both rows; the
+  unit-scale families have then found c entering last, and the emulator predicts that too.)
 * grouped node only, a group at its scales' exponent: the first group full of the largest
   power-of-two product 2^E under 2^x beside c = -2^(x - F + 1): the grouped node aligns the
   group sum at the scales' exponent x and keeps c; aligned at the sum's own exponent (a fused
@@ -64,6 +65,7 @@ import math
 
 import numpy as np
 
+from ..fit import _ranges
 from ..formats import is_representable
 from ..profile import SCALE_FORMATS, resolve_format
 from ._common import Ctx, Finding, NotRepresentable, same_bits, sample_evidence
@@ -126,7 +128,7 @@ def _block_size(ctx: Ctx) -> Finding:
                 return Finding(FAMILY, "scale_block_size", None, fits=False, rows=len(rows),
                                evidence=ev,
                                note=f"scale {j} of {side} doubles the products at "
-                                    f"{_ranges(got) or 'no position'}, not k{j * s}..k"
+                                    f"{_ranges(got) or 'no position'}, not {j * s}.."
                                     f"{(j + 1) * s - 1}: not contiguous blocks of {s} (the layout "
                                     f"the emulator models)")
     ctx.known["scale_block_size"] = s
@@ -172,17 +174,6 @@ def _format(ctx: Ctx) -> Finding:
                    note=f"{note}: {fmts[0]} scales")
 
 
-def _ranges(xs) -> str:
-    out, i = [], 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(f"k{xs[i]}" if i == j else f"k{xs[i]}..k{xs[j]}")
-        i = j + 1
-    return ", ".join(out)
-
-
 # -- entry ------------------------------------------------------------------------------------
 
 
@@ -195,9 +186,9 @@ class _Rows:
         self.fs = resolve_format(profile.scale_format)
         self.rows: list = []
         self.meanings: list[str] = []
-        exps = [e for e in range(-200, 200)
-                if bool(is_representable(np.array([math.ldexp(1.0, e)]), self.fs)[0])]
-        self.exps = set(exps)
+        #: exponents of the powers of two the scale format holds
+        self.exps = {e for e in range(-200, 200)
+                     if bool(is_representable(np.array([math.ldexp(1.0, e)]), self.fs)[0])}
 
     def pair(self, x: int) -> tuple[float, float] | None:
         """Two scales of the format whose product is 2^x, or None."""
@@ -356,12 +347,8 @@ def entry(ctx: Ctx, profile) -> tuple[list[Finding], object]:
                   f"cancelled group keeps its scales' exponent", [(0, math.ldexp(1.0, eb)),
                                                                   (1, -math.ldexp(1.0, eb))],
                   c=1 + math.ldexp(1.0, x - F - 1), blocks={0: x})
-    nan_bits = (1 << R.fs.bits) - 1
-    from ..formats import decode
-
-    nan = float(decode(np.array([nan_bits], dtype=np.uint64), R.fs)[0])
     sa = np.ones(R.nb)
-    sa[0] = nan
+    sa[0] = math.nan  # e8m0 0xFF, ue4m3 0x7F
     R.rows.append(ctx.row([], raw=[(0, 1.0, 1.0)], c=1.0, scales=(sa, np.ones(R.nb))))
     R.meanings.append("a NaN scale of a: NaN")
     if bool(is_representable(np.array([0.0]), R.fs)[0]):
