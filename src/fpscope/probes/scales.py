@@ -74,7 +74,8 @@ from .blackbox import ProbeError, hex_out
 FAMILY = "scales"
 
 #: The scale values the format probe sends, with the formats that hold them.
-_FORMAT_PROBES = ((1.5, {"ue4m3"}), (0.0, {"ue4m3"}), (2.0**12, {"e8m0"}), (2.0**-3, {"e8m0", "ue4m3"}))
+_FORMAT_PROBES = ((1.5, {"ue4m3"}), (0.0, {"ue4m3"}), (2.0**12, {"e8m0"}),
+                  (2.0**-3, {"e8m0", "ue4m3"}))
 
 #: The e_zero values the zero-term rows are emulated with (None: zeros left out of e_max).
 _E_ZERO_CANDIDATES = (None, *range(-220, 1))
@@ -338,14 +339,13 @@ def entry(ctx: Ctx, profile) -> tuple[list[Finding], object]:
     G = profile.group_size or 1
     if pows and profile.node == "grouped":
         eb = pows[-1]
+        top = math.ldexp(1.0, eb)
         for x in (-8, 0, 8):
             R.add(f"{G} x 2^{eb} under 2^{x}, c = -2^{x - F + 1}: c kept if the group is aligned "
-                  f"at its scales' exponent {x}, not at its sum's", [(i, math.ldexp(1.0, eb))
-                                                                    for i in range(G)],
+                  f"at its scales' exponent {x}, not at its sum's", [(i, top) for i in range(G)],
                   c=-math.ldexp(1.0, x - F + 1), blocks={0: x})
-            R.add(f"+2^{eb} - 2^{eb} under 2^{x}, c = 1 + 2^{x - F - 1}: c loses its low bit if the "
-                  f"cancelled group keeps its scales' exponent", [(0, math.ldexp(1.0, eb)),
-                                                                  (1, -math.ldexp(1.0, eb))],
+            R.add(f"+2^{eb} - 2^{eb} under 2^{x}, c = 1 + 2^{x - F - 1}: c loses its low bit if "
+                  f"the cancelled group keeps its scales' exponent", [(0, top), (1, -top)],
                   c=1 + math.ldexp(1.0, x - F - 1), blocks={0: x})
     sa = np.ones(R.nb)
     sa[0] = math.nan  # e8m0 0xFF, ue4m3 0x7F
