@@ -12,8 +12,15 @@ emulation with the model on N outputs (default 10^5), bit for bit. The table lis
 whether the inferred profile fits, the validation count, the fields where it differs from
 fpscope's preset of the same name (unobservable fields excluded), and the time. The AMD CDNA2
 and CDNA3 models do not fit the fused-block model the probe families assume; their node kind is
-then fitted to random outputs (:mod:`fpscope.probes.nodes`) and validated the same way. The
-block-scaled MX / NVFP4 models are listed as skipped (:data:`SKIPPED_BLOCK_SCALES`).
+then fitted to random outputs (:mod:`fpscope.probes.nodes`) and validated the same way.
+
+The 16 block-scaled MX / NVFP4 models (``TCGen05MMABlockScale``, ``MMABlockScale``) are probed
+as ``D = op(A, B, C, scale_a, scale_b)``: the scales family (:mod:`fpscope.probes.scales`)
+finds the scale block size (the scale format is fixed by the interface, which encodes the
+scales for mmasim: not observable), every other family runs at unit scales, the grouped node of
+``kind::mxf4*`` is fitted by the node family, the entry rows (the window at a scaled exponent,
+a group at its scales' exponent, NaN / zero scales) and e_zero under scales are checked against
+the emulator, and the validation draws random scales with every generator.
 """
 
 from __future__ import annotations
@@ -32,17 +39,7 @@ _FIELDS = ("in_format", "b_format", "block_size", "k", "frac_bits", "alignment",
            "step_rounding", "output_rounding", "k_order", "c_entry", "neg_zero_to_pos",
            "operand_conversion", "e_zero", "flush_inputs", "flush_outputs", "node",
            "frac_bits2", "alignment2", "product_groups", "c_drop_bits", "product_overflow",
-           "input_zero_sign")
-
-
-#: Why the block-scaled models (MX / NVFP4: fpscope.profile.Profile.scale_format) are skipped.
-SKIPPED_BLOCK_SCALES = ("block-scaled (MX / NVFP4): the probe interface D = op(A, B, C) sends "
-                        "no scales; scripts/mmasim_validation.py compares these models")
-
-
-def skip_reason(preset: str) -> str | None:
-    """Why the probes do not run ``preset``'s model (None: they do)."""
-    return SKIPPED_BLOCK_SCALES if PRESETS[preset].scale_format is not None else None
+           "input_zero_sign", "group_size", "scale_format", "scale_block_size")
 
 
 def _differs(found, preset: str, not_observable) -> list[str]:
@@ -71,14 +68,9 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", action="append")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    # the block-scaled presets are left out (skip_reason)
-    names = args.preset or [n for n in MODELS if skip_reason(n) is None]
+    names = args.preset or list(MODELS)
     print(f"{'preset':28s} {'result':9s} {'validation':>17s} {'time':>7s}  differs from preset / "
           f"why not")
-    if not args.preset:
-        for n in MODELS:
-            if skip_reason(n) is not None:
-                print(f"{n:28s} skipped   {skip_reason(n)}")
     bad = 0
     for name in names:
         r = run(name, args.cases, args.seed)

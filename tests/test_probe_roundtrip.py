@@ -14,13 +14,21 @@ from fpscope.probes.validate import validate
 from fpscope.profile import PRESETS
 
 
+#: Block-scaled presets of the round trip (a CI-sized subset; scripts/probe_mmasim.py probes all
+#: 16 mmasim models): MXFP8 (fused node, e8m0 per 32), MXFP4 kind::mxf4 (grouped node, e8m0 per
+#: 32 over k = 64) and NVFP4 (grouped node, ue4m3 per 16).
+SCALED = ("blackwell-tcgen05-mxfp8-e4m3", "rtx-blackwell-mxfp4", "blackwell-tcgen05-nvfp4")
+
+
 def _params():
     # fp6/fp4 inputs and CDNA1's lossless blocks are probed through the rounding-pair structure
     # probe and c as the third term (tests/test_probes_narrow.py); mixed a/b presets (e4m3 x
     # e5m2, ...) form each probe product from an a value and a power of two of b's format; the
-    # AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes are fitted by the node family; block-scaled
-    # presets are left out: the probes send no scales (test_block_scaled_sim_is_refused)
-    return [pytest.param(name, id=name) for name, p in PRESETS.items() if p.scale_format is None]
+    # AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes are fitted by the node family; of the
+    # block-scaled presets, SCALED (their scales are probed by the scales family, the rest at
+    # unit scales, the grouped node fitted by the node family)
+    return [pytest.param(name, id=name) for name, p in PRESETS.items()
+            if p.scale_format is None or name in SCALED]
 
 
 def _blocks(order, L, K):
@@ -50,7 +58,7 @@ def test_probe_recovers_preset(name):
     assert q.nan_bits == p.nan_bits
     assert q.operand_conversion == p.operand_conversion
     for f in ("node", "frac_bits2", "alignment2", "product_groups", "c_drop_bits",
-              "product_overflow", "input_zero_sign"):
+              "product_overflow", "input_zero_sign", "group_size", "scale_block_size"):
         assert getattr(q, f) == getattr(p, f), f
     # a node fitted to random outputs (the node family) has no per-feature findings left
     for flag in ("flush_inputs", "flush_outputs"):
@@ -60,6 +68,9 @@ def test_probe_recovers_preset(name):
         assert q.e_zero == p.e_zero
     else:
         assert q.e_zero is None and "not observable" in found["e_zero"].note
+    if p.scale_format is not None:  # fixed by the target's interface: not observable
+        assert q.scale_format == p.scale_format and not found["scale_format"].observable
+        assert found["scale_entry"].fits and found["scale_block_size"].observable
 
 
 def test_e_zero_not_observable_for_fp16_in_fp32_out():
@@ -159,15 +170,18 @@ def test_no_output_rounding_for_single_rounding_presets():
     assert rep.profile.output_rounding is None and "output_rounding" not in rep.features()
 
 
-def test_block_scaled_sim_is_refused():
-    """A block-scaled preset cannot be a probe target (D = op(A, B, C) carries no scales): the
-    simulated target and the CLI's sim: / simgemm: / mmasim: specs refuse it in one line."""
+def test_block_scaled_gemm_is_refused():
+    """A block-scaled preset is probed one instruction per call (sim:, with scales); as a GEMM
+    of any K (simgemm:) or with the library level it is refused in one line."""
     from fpscope.probes.blackbox import ProbeError, make_matrix_target
 
     for name in ("blackwell-tcgen05-mxfp8-e4m3", "rtx-blackwell-nvfp4"):
-        with pytest.raises(ProbeError, match="block-scaled .* the probes send no scales"):
-            SimulatedTarget(PRESETS[name])
-        for spec in (f"sim:{name}", f"simgemm:{name}"):
-            with pytest.raises(ProbeError, match="send no scales") as exc:
-                make_matrix_target(spec)
-            assert "\n" not in str(exc.value)
+        t = make_matrix_target(f"sim:{name}")
+        assert t.scaled and t.scale_format == PRESETS[name].scale_format
+        with pytest.raises(ProbeError, match="block-scaled .* use sim:") as exc:
+            make_matrix_target(f"simgemm:{name}")
+        assert "\n" not in str(exc.value)
+        with pytest.raises(ProbeError, match="block-scaled: the library level"):
+            probe(t, library_k=256, cases=0)
+
+

@@ -43,6 +43,10 @@ EPILOG_PROBE = """examples:
   fpscope probe simgemm:hopper-fp16,split_k=4,split_k_order=pairwise --in-format fp16 --library 2048
   fpscope probe simgemm:hopper-e4m3,split_k=2,split_k_format=bf16 --in-format fp8_e4m3fn \
       --library --chain hopper-e4m3
+block-scaled (MX / NVFP4) instructions, called D = op(A, B, C, scale_a, scale_b):
+  fpscope probe mmasim:blackwell-tcgen05-nvfp4
+  fpscope probe sim:rtx-blackwell-mxfp8-e4m3 --cases 100000
+  fpscope probe mypkg.kernels:mxfp8_mma --in-format fp8_e4m3fn --k 32 --scale-block-size 32
 """
 
 
@@ -140,25 +144,37 @@ def build_parser() -> argparse.ArgumentParser:
         description="Infer the node arithmetic of TARGET, an operation D = op(A, B, C) (a "
         "matrix-unit instruction or a GEMM), with crafted probes: determinism, block structure, "
         "kept bits F, alignment, step rounding, specials, subnormals, e_zero, tf32 operand "
-        "conversion. The profile found is then validated bit for bit against the op on random "
-        "inputs (--cases). Exit code 1 if the op does not fit a fused-block model or the "
-        "validation finds a mismatch.",
+        "conversion; for a block-scaled (MX / NVFP4) instruction, D = op(A, B, C, scale_a, "
+        "scale_b), also the scale block size, the scale format and how the scales enter the "
+        "node (the other probes run at unit scales). The profile found is then validated bit for "
+        "bit against the op on random inputs (--cases; random scales too). Exit code 1 if the op "
+        "does not fit a fused-block model or the validation finds a mismatch.",
         epilog=EPILOG_PROBE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    pb.add_argument("target", help="sim:PRESET (a simulated preset, see 'fpscope profiles'), "
+    pb.add_argument("target", help="sim:PRESET (a simulated preset, see 'fpscope profiles'; "
+                    "block-scaled presets take scales), "
                     "simgemm:PRESET[,split_k=S,split_k_order=serial|pairwise,split_k_format=F,"
                     "promotion_interval=P] (a simulated GEMM of any K with library-level fields), "
-                    "mmasim:PRESET (mmasim's model of that instruction), numpy.matmul (the CPU "
-                    "BLAS), torch.matmul (CUDA when available; torch.matmul:cpu to force the "
-                    "CPU), or package.module:function, a callable (A, B, C) -> D of float64 "
-                    "arrays")
-    pb.add_argument("--in-format", required=True, help="format of A and B (fp16, bf16, tf32, "
-                    "fp8_e4m3fn, fp32, ...)")
+                    "mmasim:PRESET (mmasim's model of that instruction, the block-scaled MX / "
+                    "NVFP4 ones included), numpy.matmul (the CPU BLAS), torch.matmul (CUDA when "
+                    "available; torch.matmul:cpu to force the CPU), or package.module:function, "
+                    "a callable (A, B, C) -> D of float64 arrays ((A, B, C, scale_a, scale_b) -> "
+                    "D with --scale-block-size)")
+    pb.add_argument("--in-format", help="format of A and B (fp16, bf16, tf32, fp8_e4m3fn, "
+                    "fp32, ...); default: the target's (sim:, mmasim:), fp32 (numpy.matmul, "
+                    "torch.matmul); required for package.module:function")
     pb.add_argument("--b-format", help="format of B where it differs from A's (mixed-input "
                     "instructions, e.g. --in-format fp8_e4m3fn --b-format fp8_e5m2)")
     pb.add_argument("--out-format", help="format of C and D (default: the target's; callables: "
                     "fp32)")
     pb.add_argument("--k", type=int, help="K of the probe calls for targets that take any K "
                     "(default 32); a callable with a fixed K needs its K here")
+    pb.add_argument("--scale-block-size", type=int, metavar="S", help="a block-scaled callable: "
+                    "it takes scale_a (M, K/S) and scale_b (K/S, N), one scale per S elements of "
+                    "K (MX: 32, NVFP4: 16); sim: and mmasim: targets know theirs")
+    pb.add_argument("--scale-format", choices=["e8m0", "ue4m3"], help="with --scale-block-size: "
+                    "the scale format the callable takes (every scale is checked against it); "
+                    "left out, the callable gets any float64 scale and the probes find the "
+                    "format")
     pb.add_argument("--library", nargs="?", type=int, const=1024, default=None, metavar="K",
                     help="also probe the library level of a GEMM (split-K slices, their order "
                     "and partial-sum format, FP8 promotion interval) on calls of K products "
@@ -852,8 +868,11 @@ def cmd_probe(args) -> int:
     if args.chain is not None and args.library is None:
         raise UsageError("--chain needs --library (the chains' arithmetic is only used there)")
     chain = _load_profile(args.chain) if args.chain is not None else None
+    if args.scale_block_size is not None and args.scale_block_size < 1:
+        raise UsageError(f"--scale-block-size must be at least 1, got {args.scale_block_size}")
     target = make_matrix_target(args.target, args.in_format, args.out_format, k=args.k,
-                                b_format=args.b_format)
+                                b_format=args.b_format, scale_block_size=args.scale_block_size,
+                                scale_format=args.scale_format)
     rep = probe(target, args.in_format, args.out_format, k=args.k, cases=args.cases,
                 seed=args.seed, library_k=args.library, chain=chain, b_format=args.b_format)
     env = capture() if (args.record or args.format == "html") else None

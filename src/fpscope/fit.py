@@ -30,7 +30,7 @@ import numpy as np
 from .formats import encode
 from .profile import PRESETS, Profile, resolve_format
 
-__all__ = ["FitError", "FitResult", "Recording", "fit", "load_recording"]
+__all__ = ["FitError", "FitResult", "Recording", "fit", "load_recording", "unmatched"]
 
 _FOLDER_FORMATS = {"fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "E4M3": "fp8_e4m3fn",
                    "E5M2": "fp8_e5m2"}
@@ -48,7 +48,13 @@ class FitError(ValueError):
 
 @dataclass
 class Recording:
-    """Recorded samples: a, b (n, K) float64 inputs; c (n,) float64; d (n,) output bits."""
+    """Recorded samples: a, b (n, K) float64 inputs; c (n,) float64; d (n,) output bits.
+
+    ``scale_format``, ``scale_block_size``: samples of a block-scaled op (MX / NVFP4) taken at
+    unit scales (every scale 1); candidates are then scored as block-scaled profiles with
+    these fields and unit scales, so that the "grouped" node (whose alignment exponent is the
+    scale's) can be told from a fused one. None: an op without block scales.
+    """
 
     a: np.ndarray
     b: np.ndarray
@@ -58,6 +64,19 @@ class Recording:
     out_format: str
     source: str
     b_format: str | None = None  # b's format where it differs from a's
+    scale_format: str | None = None
+    scale_block_size: int | None = None
+
+    def scaled(self, p: Profile) -> Profile:
+        """``p`` with the recording's block-scale fields (unchanged for an op without them).
+
+        Raises:
+            ValueError: ``p`` cannot take them (e.g. a grouped node whose group size does not
+                divide the scale block size, or a node kind block scales are not modelled for).
+        """
+        if self.scale_block_size is None:
+            return p
+        return p.replace(scale_format=self.scale_format, scale_block_size=self.scale_block_size)
 
     @property
     def K(self) -> int:
@@ -201,7 +220,9 @@ class _Scorer:
         self.count += 1
         r = self.rec
         try:
-            got = fdpa_batch(r.a[rows], r.b[rows], r.c[rows], p)
+            unit = (() if p.scale_format is None else
+                    (np.ones((len(r.a[rows]), p.k // p.scale_block_size)),) * 2)
+            got = fdpa_batch(r.a[rows], r.b[rows], r.c[rows], p, *unit)
         except ValueError:
             return np.arange(len(r.a[rows]))
         nan = np.isnan(got)
@@ -212,7 +233,11 @@ class _Scorer:
 
 
 def node_text(p: Profile) -> str:
-    """The AMD CDNA2 / CDNA3 node of a fitted profile (a preset seed), "" for the fused node."""
+    """The node of a fitted profile (a preset seed) other than the fused one: AMD CDNA2 /
+    CDNA3, the grouped node of block-scaled NVFP4 / MXFP4; "" for the fused node."""
+    if p.node == "grouped":
+        return (f", node grouped (exact sums of {p.group_size} products, each aligned at its "
+                f"scales' exponent)")
     if p.node == "pairwise":
         return f", node pairwise (F not read; zeros read as {p.input_zero_sign})"
     if p.node == "two-stage":
@@ -229,10 +254,11 @@ def _divisors(K: int) -> list[int]:
 def _start(rec: Recording) -> Profile:
     kw = {"operand_conversion": "truncate"} if rec.in_format == "tf32" else {}
     L = max(_divisors(rec.K))
-    return Profile(name="fit", arch="unknown", in_format=rec.in_format, b_format=rec.b_format,
-                   out_format=rec.out_format, block_size=L, k=rec.K, frac_bits=24,
-                   e_zero=_E_ZERO[rec.out_format],
-                   nan_bits=0x7FFF if rec.out_format == "fp16" else 0x7FFFFFFF, **kw)
+    return rec.scaled(Profile(
+        name="fit", arch="unknown", in_format=rec.in_format, b_format=rec.b_format,
+        out_format=rec.out_format, block_size=L, k=rec.K, frac_bits=24,
+        e_zero=_E_ZERO[rec.out_format], nan_bits=0x7FFF if rec.out_format == "fp16" else 0x7FFFFFFF,
+        **kw))
 
 
 def _neighbours(p: Profile, rec: Recording) -> dict:
@@ -293,8 +319,8 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
             L = min(q.block_size, rec.K)
             k_order = q.k_order if q.k == rec.K else None
             try:
-                seeds.append(q.replace(name="fit", status="experimental", evidence="",
-                                       block_size=L, k=rec.K, k_order=k_order))
+                seeds.append(rec.scaled(q.replace(name="fit", status="experimental", evidence="",
+                                                  block_size=L, k=rec.K, k_order=k_order)))
             except ValueError:
                 continue
     best, best_bad = None, None
@@ -341,6 +367,12 @@ def fit(rec: Recording, grid_samples: int = 256, progress=None,
             res.separating[name] = seps
     res.evaluated = sc.count
     return res
+
+
+def unmatched(rec: Recording, profile: Profile) -> np.ndarray:
+    """Indices of the samples of ``rec`` that ``profile`` does not reproduce bit for bit (a
+    block-scaled recording: at unit scales, with the recording's scale fields)."""
+    return _Scorer(rec).bad(rec.scaled(profile))
 
 
 def _e_zero_edges(best: Profile, opts, sc: _Scorer):

@@ -7,8 +7,13 @@ b's, which differ in a mixed-input instruction such as e4m3 x e5m2), so its lead
 ``e_a + e_b = floor(log2 |v|)`` and its significand lies in [1, 2); the probes never rely on
 product significands in [2, 4) (the random validation covers them).
 
+A block-scaled target (:attr:`MatrixTarget.scaled`) runs such rows at unit scales; a row built
+with ``scales=(sa, sb)`` carries the block scales of its a and its b (K / s values each) and is
+run with them.
+
 Evidence: every probe family records rows of its inputs and outputs as hex bit patterns (inputs
-in the input format, tf32 in its fp32 container; c and d in the output format).
+in the input format, tf32 in its fp32 container; c and d in the output format; block scales in
+the scale format).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..formats import Format, is_representable
-from .blackbox import MatrixTarget, evaluate_rows, hex_in, hex_out
+from .blackbox import MatrixTarget, evaluate_rows, hex_in, hex_out, hex_scale
 
 #: How many evidence rows a family keeps per feature (the counts of all rows are kept too).
 MAX_EVIDENCE = 8
@@ -137,8 +142,11 @@ class Ctx:
         self.rows_run = 0
 
     # -- rows -------------------------------------------------------------------------------
-    def row(self, products, c: float = 0.0, allow_subnormal: bool = False, raw=None):
-        """(a, b, c) for products [(position, value), ...]; ``raw``: [(position, a, b)] taken as is.
+    def row(self, products, c: float = 0.0, allow_subnormal: bool = False, raw=None,
+            scales=None):
+        """(a, b, c) for products [(position, value), ...]; ``raw``: [(position, a, b)] taken as is;
+        ``scales``: (sa, sb), the block scales of a and b (block-scaled targets): the row is then
+        (a, b, c, sa, sb).
 
         Raises:
             NotRepresentable: a value cannot be split, or c is not a value of the output format.
@@ -151,25 +159,35 @@ class Ctx:
             a[pos], b[pos] = x, y
         if not bool(is_representable(np.array([c]), self.fout)[0]):
             raise NotRepresentable(f"c = {c!r} is not a {self.fout.name} value")
-        return a, b, float(c)
+        if scales is None:
+            return a, b, float(c)
+        sa, sb = (np.asarray(x, dtype=np.float64) for x in scales)
+        return a, b, float(c), sa, sb
 
     def run(self, rows) -> np.ndarray:
-        """Outputs d (R,) of rows [(a, b, c), ...] (grouped into few calls)."""
+        """Outputs d (R,) of rows [(a, b, c), ...] or, all with block scales, [(a, b, c, sa,
+        sb), ...] (grouped into few calls)."""
         if not rows:
             return np.empty(0)
         a = np.stack([r[0] for r in rows])
         b = np.stack([r[1] for r in rows])
         c = np.array([r[2] for r in rows])
         self.rows_run += len(rows)
+        if len(rows[0]) == 5:
+            return evaluate_rows(self.target, a, b, c, sa=np.stack([r[3] for r in rows]),
+                                 sb=np.stack([r[4] for r in rows]))
         return evaluate_rows(self.target, a, b, c)
 
     def evidence(self, row, d: float, meaning: str = "") -> dict:
-        a, b, c = row
+        a, b, c = row[:3]
         nz = [int(i) for i in np.flatnonzero((a != 0) | np.signbit(a) | ~np.isfinite(a))]
         ha = hex_in(a[nz], self.target) if nz else []
         hb = hex_in(b[nz], self.target, "b") if nz else []
         item = {"products": [{"k": k, "a": x, "b": y} for k, x, y in zip(nz, ha, hb)],
                 "c": hex_out([c], self.target)[0], "d": hex_out([d], self.target)[0]}
+        if len(row) == 5:
+            item["scale_a"] = hex_scale(row[3], self.target)
+            item["scale_b"] = hex_scale(row[4], self.target)
         if meaning:
             item["meaning"] = meaning
         return item
@@ -222,7 +240,9 @@ def candidate_profile(ctx: Ctx, **changes):
     """A :class:`~fpscope.profile.Profile` from what ``ctx`` knows, with ``changes`` on top.
 
     Unknown fields take their defaults: step_rounding (out_format, "RZ"), no output_rounding,
-    e_zero None, no flushes, NaN bits of the output format's canonical quiet NaN, -0 -> +0.
+    e_zero None, no flushes, NaN bits of the output format's canonical quiet NaN, -0 -> +0. No
+    block scales unless ``changes`` give them: the families emulate their probe rows with it at
+    unit scales (:func:`scale_fields` are the scales family's).
     """
     from ..profile import Profile
 
@@ -243,6 +263,15 @@ def candidate_profile(ctx: Ctx, **changes):
         status="experimental")
     fields.update(changes)
     return Profile(**fields)
+
+
+def scale_fields(ctx: Ctx) -> dict:
+    """The block-scale fields of a profile of ``ctx.target``: ``scale_format`` and
+    ``scale_block_size`` as the scales family found them ({} for a target without scales)."""
+    if not ctx.target.scaled:
+        return {}
+    return {"scale_format": ctx.known.get("scale_format"),
+            "scale_block_size": ctx.known.get("scale_block_size")}
 
 
 def default_nan_bits(fmt: Format) -> int:

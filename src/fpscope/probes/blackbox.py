@@ -8,20 +8,31 @@ closed-loop validation (:mod:`fpscope.probes.validate`) talk to. It knows nothin
   C values of ``out_format``. Returns D float64 (M, N), the exact widening of the op's output.
 * ``k``: the K the op takes (a matrix-unit instruction: its k), or None when any K >= 1 works
   (a GEMM); ``max_rows``: the largest M per call (None: any).
+* Block-scaled ops (MX / NVFP4 instructions; ``scale_block_size`` set): ``target(A, B, C,
+  scale_a, scale_b)`` with scale_a float64 (M, K / s) and scale_b float64 (K / s, N), s =
+  ``scale_block_size``: scale_a[m, j] scales ``A[m, j*s:(j+1)*s]``, scale_b[j, n] scales
+  ``B[j*s:(j+1)*s, n]`` (:func:`fpscope.emulate.matmul`'s layout). Values of ``scale_format``
+  (e8m0: powers of two 2^-127 .. 2^127; ue4m3: 0 and the non-negative e4m3 values; NaN allowed)
+  where the target's interface fixes it, any float64 where it does not (``scale_format``
+  None: a callable that takes float scales; the scales family then finds the format). A
+  scale left out is 1 (unit scales): every probe family that knows nothing of scales calls
+  ``target(A, B, C)`` and sees the op's node arithmetic at unit scales. A target without block
+  scales refuses them.
 
 Adapters:
 
 * :class:`SimulatedTarget`: a :class:`~fpscope.profile.Profile` run by the vectorised engine
-  (:func:`fpscope.emulate.vectorized.matmul`, one instruction of ``k`` products per output); NaN
-  outputs carry the profile's ``nan_bits`` in the top significand bits of the float64 NaN, so that
-  narrowing to the output format gives those bits.
+  (:func:`fpscope.emulate.vectorized.matmul`, one instruction of ``k`` products per output; a
+  block-scaled profile takes the scales too); NaN outputs carry the profile's ``nan_bits`` in
+  the top significand bits of the float64 NaN, so that narrowing to the output format gives
+  those bits.
 * :class:`SimGemmTarget` (``simgemm:PRESET[,field=value...]``): a whole GEMM of any K run by
   :func:`fpscope.emulate.matmul` on the preset's instruction with library-level fields
   (``split_k``, ``split_k_order``, ``split_k_format``, ``promotion_interval``;
   :mod:`fpscope.emulate.library`); a K that does not fill whole slices is padded with zero
   products at the end, as a kernel fills its last k-tiles with zeros.
 * :class:`CallableTarget`: any Python callable ``f(A, B, C) -> D`` (numpy float64 arrays in and
-  an array-like out).
+  an array-like out); block-scaled: ``f(A, B, C, scale_a, scale_b) -> D``.
 * :class:`TorchMatmulTarget`: ``torch.matmul(A, B) + C`` (torch imported lazily; CPU, or CUDA
   with ``device="cuda"``). Operands are converted exactly: float64 -> storage dtype with
   :func:`fpscope.formats.to_storage` (fp16 and bf16 through float32 storage; never a float64 ->
@@ -29,7 +40,9 @@ Adapters:
   ``torch.from_numpy``; the result is widened to float64 exactly.
 
 Errors: every failure of the op (an exception, a wrong shape, a value that is not in
-``out_format``) raises :class:`ProbeError` with a one-line reason.
+``out_format``) and every bad call (operand or scale shapes, a scale that is not a value of the
+target's scale format, scales given to a target without block scales) raises
+:class:`ProbeError` with a one-line reason.
 """
 
 from __future__ import annotations
@@ -51,6 +64,7 @@ __all__ = [
     "evaluate_rows",
     "hex_in",
     "hex_out",
+    "hex_scale",
     "make_matrix_target",
     "nan_bits_of",
 ]
@@ -66,7 +80,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 class MatrixTarget:
-    """A black-box ``D = op(A, B, C)``.
+    """A black-box ``D = op(A, B, C)``, or ``op(A, B, C, scale_a, scale_b)`` when block-scaled.
 
     Attributes:
         name: a name for reports ("sim:hopper-fp16", "torch.matmul", "pkg.mod:func").
@@ -76,18 +90,27 @@ class MatrixTarget:
             as e4m3 x e5m2), else None; ``fb`` is B's format either way.
         k: the K every call must have, or None (any K).
         max_rows: the largest M per call, or None.
+        scale_block_size: elements of K that share one block scale (MX: 32, NVFP4: 16), or
+            None: the op takes no scales.
+        scale_format: the scale format name ("e8m0", "ue4m3") where the target's interface
+            fixes it (scales are checked against it before the op sees them), else None;
+            ``fscale`` the format or None.
         calls: calls of the op so far.
     """
 
     name = "matrix"
 
     def __init__(self, name: str, in_format: str, out_format: str, k: int | None = None,
-                 max_rows: int | None = None, b_format: str | None = None):
+                 max_rows: int | None = None, b_format: str | None = None,
+                 scale_format: str | None = None, scale_block_size: int | None = None):
+        from ..profile import SCALE_FORMATS
+
         self.name = name
         try:
             self.fin = resolve_format(in_format)
             self.fout = resolve_format(out_format)
             self.fb = resolve_format(b_format) if b_format is not None else self.fin
+            self.fscale = resolve_format(scale_format) if scale_format is not None else None
         except ValueError as exc:
             raise ProbeError(str(exc)) from None
         self.in_format = self.fin.name
@@ -95,17 +118,37 @@ class MatrixTarget:
         self.b_format = self.fb.name if self.fb.name != self.fin.name else None
         self.k = k
         self.max_rows = max_rows
+        sbs = scale_block_size
+        if sbs is not None and (not isinstance(sbs, int) or isinstance(sbs, bool) or sbs < 1
+                                or (k is not None and k % sbs)):
+            raise ProbeError(f"{name}: scale_block_size must be a positive integer"
+                             f"{f' dividing k = {k}' if k is not None else ''}, not {sbs!r}")
+        if self.fscale is not None:
+            if self.fscale.name not in SCALE_FORMATS:
+                raise ProbeError(f"{name}: scale_format must be one of {', '.join(SCALE_FORMATS)}"
+                                 f", not {scale_format!r}")
+            if sbs is None:
+                raise ProbeError(f"{name}: a scale_format needs scale_block_size")
+        self.scale_format = None if self.fscale is None else self.fscale.name
+        self.scale_block_size = sbs
         self.calls = 0
 
-    def _call(self, A: np.ndarray, B: np.ndarray, C: np.ndarray):
+    @property
+    def scaled(self) -> bool:
+        """True for a block-scaled op (it takes scale_a and scale_b)."""
+        return self.scale_block_size is not None
+
+    def _call(self, A: np.ndarray, B: np.ndarray, C: np.ndarray, *scales: np.ndarray):
         raise NotImplementedError
 
-    def __call__(self, A, B, C) -> np.ndarray:
-        """D (M, N) float64 for A (M, K), B (K, N), C (M, N) float64.
+    def __call__(self, A, B, C, scale_a=None, scale_b=None) -> np.ndarray:
+        """D (M, N) float64 for A (M, K), B (K, N), C (M, N) float64; a block-scaled target
+        also takes scale_a (M, K / s) and scale_b (K / s, N) float64 (default: all 1).
 
         Raises:
-            ProbeError: bad shapes, the op raised, or it returned the wrong shape / a value that
-                is not in ``out_format``.
+            ProbeError: bad shapes, scales given to a target without block scales or not values
+                of its ``scale_format``, the op raised, or it returned the wrong shape / a value
+                that is not in ``out_format``.
         """
         A = np.asarray(A, dtype=np.float64)
         B = np.asarray(B, dtype=np.float64)
@@ -114,9 +157,10 @@ class MatrixTarget:
             raise ProbeError(f"{self.name}: bad operand shapes A {A.shape}, B {B.shape}, C {C.shape}")
         if self.k is not None and A.shape[1] != self.k:
             raise ProbeError(f"{self.name} takes K = {self.k}, got {A.shape[1]}")
+        scales = self._scales(A.shape[0], A.shape[1], B.shape[1], scale_a, scale_b)
         self.calls += 1
         try:
-            D = self._call(A, B, C)
+            D = self._call(A, B, C, *scales)
         except ProbeError:
             raise
         except Exception as exc:  # noqa: BLE001 - a black box may raise anything
@@ -135,40 +179,68 @@ class MatrixTarget:
                              f"format {self.out_format}")
         return D
 
+    def _scales(self, M: int, K: int, N: int, scale_a, scale_b) -> tuple:
+        """() for a target without block scales; else the checked (scale_a, scale_b), unit
+        scales where left out."""
+        if not self.scaled:
+            if scale_a is not None or scale_b is not None:
+                raise ProbeError(f"{self.name} takes no block scales")
+            return ()
+        s = self.scale_block_size
+        if K % s:
+            raise ProbeError(f"{self.name}: K = {K} is not a multiple of its scale block size {s}")
+        out = []
+        for what, x, shape in (("scale_a", scale_a, (M, K // s)), ("scale_b", scale_b, (K // s, N))):
+            x = np.ones(shape) if x is None else np.asarray(x, dtype=np.float64)
+            if x.shape != shape:
+                raise ProbeError(f"{self.name}: {what} must have shape {shape} (one scale per {s} "
+                                 f"elements of K), got {x.shape}")
+            if self.fscale is not None:
+                ok = is_representable(x, self.fscale)
+                if not ok.all():
+                    idx = ", ".join(str(int(i)) for i in np.argwhere(~ok)[0])
+                    raise ProbeError(f"{self.name}: {what}[{idx}] = {float(x[~ok].flat[0])!r} is "
+                                     f"not a value of its scale format {self.scale_format}")
+            out.append(x)
+        return tuple(out)
+
     def describe(self) -> dict:
         d = {"name": self.name, "in_format": self.in_format, "out_format": self.out_format,
              "k": self.k}
         if self.b_format is not None:
             d["b_format"] = self.b_format
+        if self.scaled:
+            d["scale_format"] = self.scale_format
+            d["scale_block_size"] = self.scale_block_size
         return d
 
 
 def refuse_block_scales(profile: Profile, name: str) -> None:
-    """Raise ProbeError for a block-scaled profile (``profile.scale_format``): a black box of
-    the probe interface is ``D = op(A, B, C)``, with no place for the scales every call of such
-    an instruction needs, so the probes cannot drive it."""
+    """Raise ProbeError for a block-scaled profile (``profile.scale_format``) where only one
+    instruction per output is modelled with scales: a GEMM of any K (``simgemm:``) or a chain
+    profile of the library level. Probe the instruction (``sim:PRESET``) instead."""
     if profile.scale_format is not None:
         raise ProbeError(f"{name}: {profile.name} is block-scaled ({profile.scale_format} "
-                         f"scales per {profile.scale_block_size} elements of K) and the probes "
-                         f"send no scales; run it with fpscope.emulate.matmul(..., scale_a=, "
-                         f"scale_b=) or compare it with scripts/mmasim_validation.py")
+                         f"scales per {profile.scale_block_size} elements of K); the probes "
+                         f"take block-scaled instructions one call per instruction: use "
+                         f"sim:{profile.name} or mmasim:{profile.name}")
 
 
 class SimulatedTarget(MatrixTarget):
     """A profile run by :func:`fpscope.emulate.vectorized.matmul`: one instruction per output.
 
     Args:
-        profile: the node arithmetic; K of every call is ``profile.k``.
+        profile: the node arithmetic; K of every call is ``profile.k``. A block-scaled profile
+            gives a block-scaled target (``scale_format``, ``scale_block_size`` of the
+            profile; the scales go to the engine as ``scale_a``, ``scale_b``).
         name: default ``"sim:" + profile.name``.
-
-    Raises:
-        ProbeError: a block-scaled profile (:func:`refuse_block_scales`).
     """
 
     def __init__(self, profile: Profile, name: str | None = None):
-        refuse_block_scales(profile, name or f"sim:{profile.name}")
         super().__init__(name or f"sim:{profile.name}", profile.in_format, profile.out_format,
-                         k=profile.k, b_format=profile.b_format)
+                         k=profile.k, b_format=profile.b_format,
+                         scale_format=profile.scale_format,
+                         scale_block_size=profile.scale_block_size)
         self.profile = profile
         m = self.fout.p - 1
         payload = profile.nan_bits & ((1 << m) - 1)
@@ -176,10 +248,10 @@ class SimulatedTarget(MatrixTarget):
         word = (sign << 63) | (0x7FF << 52) | (payload << (52 - m))
         self._nan = np.array([word], dtype=np.uint64).view(np.float64)[0]
 
-    def _call(self, A, B, C):
+    def _call(self, A, B, C, SA=None, SB=None):
         from ..emulate.vectorized import matmul
 
-        D = matmul(A, B, C, profile=self.profile)
+        D = matmul(A, B, C, profile=self.profile, scale_a=SA, scale_b=SB)
         return np.where(np.isnan(D), self._nan, D)
 
 
@@ -253,9 +325,13 @@ class SimGemmTarget(MatrixTarget):
         profile: instruction arithmetic plus library fields.
         name: default ``"simgemm:" + profile.name`` plus the library fields that differ from
             one plain chain.
+
+    Raises:
+        ProbeError: a block-scaled profile (:func:`refuse_block_scales`).
     """
 
     def __init__(self, profile: Profile, name: str | None = None):
+        refuse_block_scales(profile, name or f"simgemm:{profile.name}")
         if name is None:
             from ..emulate.library import _PLAIN
 
@@ -286,7 +362,9 @@ class SimGemmTarget(MatrixTarget):
 
 
 class CallableTarget(MatrixTarget):
-    """Any Python callable ``fn(A, B, C) -> D`` (A (M, K), B (K, N), C (M, N) float64 numpy).
+    """Any Python callable ``fn(A, B, C) -> D`` (A (M, K), B (K, N), C (M, N) float64 numpy), or
+    ``fn(A, B, C, scale_a, scale_b) -> D`` with ``scale_block_size`` (scale_a (M, K / s),
+    scale_b (K / s, N) float64).
 
     Args:
         fn: the callable; it must return an (M, N) array-like of values of ``out_format``.
@@ -294,18 +372,23 @@ class CallableTarget(MatrixTarget):
         name: a name for reports.
         k: the K it requires, or None (any).
         b_format: B's format where it differs from A's (e.g. an e4m3 x e5m2 scaled matmul).
+        scale_block_size: elements of K per block scale (a block-scaled op), or None.
+        scale_format: "e8m0" or "ue4m3" to check every scale against before ``fn`` sees it,
+            or None: ``fn`` gets any float64 scale (and may refuse it by raising).
     """
 
     def __init__(self, fn, in_format: str, out_format: str = "fp32", name: str | None = None,
-                 k: int | None = None, b_format: str | None = None):
+                 k: int | None = None, b_format: str | None = None,
+                 scale_block_size: int | None = None, scale_format: str | None = None):
         if not callable(fn):
             raise ProbeError(f"{name or fn!r} is not callable")
         super().__init__(name or getattr(fn, "__name__", "callable"), in_format, out_format, k=k,
-                         b_format=b_format)
+                         b_format=b_format, scale_format=scale_format,
+                         scale_block_size=scale_block_size)
         self.fn = fn
 
-    def _call(self, A, B, C):
-        return self.fn(A.copy(), B.copy(), C.copy())
+    def _call(self, A, B, C, *scales):
+        return self.fn(A.copy(), B.copy(), C.copy(), *(s.copy() for s in scales))
 
 
 class NumpyMatmulTarget(MatrixTarget):
@@ -386,18 +469,25 @@ class TorchMatmulTarget(MatrixTarget):
 
 
 def make_matrix_target(spec: str, in_format: str | None = None, out_format: str | None = None,
-                       k: int | None = None, b_format: str | None = None) -> MatrixTarget:
-    """A target from a name: ``sim:PRESET``, ``simgemm:PRESET[,field=value...]`` (a GEMM of
-    any K with library-level fields, :class:`SimGemmTarget`), ``mmasim:PRESET`` (mmasim's model of the preset's
-    instruction), ``numpy.matmul`` (the CPU BLAS, fp32 or fp64), ``torch.matmul``
-    (``torch.matmul:cuda`` for the GPU; plain ``torch.matmul`` uses CUDA when available), or
-    ``package.module:function``. ``b_format``: B's format where it differs from A's (a
-    callable's; for the others it must be what the target takes).
+                       k: int | None = None, b_format: str | None = None,
+                       scale_block_size: int | None = None,
+                       scale_format: str | None = None) -> MatrixTarget:
+    """A target from a name: ``sim:PRESET`` (one instruction of the preset run by the
+    emulator; block-scaled presets take scales), ``simgemm:PRESET[,field=value...]`` (a GEMM of
+    any K with library-level fields, :class:`SimGemmTarget`), ``mmasim:PRESET`` (mmasim's model
+    of the preset's instruction; block-scaled presets take scales), ``numpy.matmul`` (the CPU
+    BLAS, fp32 or fp64), ``torch.matmul`` (``torch.matmul:cuda`` for the GPU; plain
+    ``torch.matmul`` uses CUDA when available), or ``package.module:function``. ``b_format``:
+    B's format where it differs from A's (a callable's; for the others it must be what the
+    target takes). ``scale_block_size``, ``scale_format``: a block-scaled callable's
+    (``fn(A, B, C, scale_a, scale_b)``; :class:`CallableTarget`); for the others they must be
+    what the target takes.
 
     Raises:
-        ProbeError: unknown preset, bad format, import failure, a format that does not match.
+        ProbeError: unknown preset, bad format, import failure, a format or scale block size
+            that does not match.
     """
-    t = _make_target(spec, in_format, out_format, k, b_format)
+    t = _make_target(spec, in_format, out_format, k, b_format, scale_block_size, scale_format)
     if b_format is not None:
         try:
             name = resolve_format(b_format).name
@@ -405,10 +495,24 @@ def make_matrix_target(spec: str, in_format: str | None = None, out_format: str 
             raise ProbeError(str(exc)) from None
         if name != t.fb.name:
             raise ProbeError(f"{spec} takes B in {t.fb.name}, not {b_format}")
+    if scale_block_size is not None and scale_block_size != t.scale_block_size:
+        raise ProbeError(f"{spec} takes " + (f"a block scale per {t.scale_block_size} elements "
+                                              f"of K" if t.scaled else "no block scales") +
+                         f", not one per {scale_block_size}")
+    if scale_format is not None:
+        try:
+            name = resolve_format(scale_format).name
+        except ValueError as exc:
+            raise ProbeError(str(exc)) from None
+        if name != t.scale_format:
+            raise ProbeError(f"{spec} takes " + (f"{t.scale_format} scales" if t.scaled
+                                                  else "no block scales") +
+                             f", not {scale_format}")
     return t
 
 
-def _make_target(spec: str, in_format, out_format, k, b_format) -> MatrixTarget:
+def _make_target(spec: str, in_format, out_format, k, b_format, scale_block_size,
+                 scale_format) -> MatrixTarget:
     if spec.startswith(("sim:", "simgemm:")):
         from ..profile import PRESETS
 
@@ -471,7 +575,8 @@ def _make_target(spec: str, in_format, out_format, k, b_format) -> MatrixTarget:
         if in_format is None:
             raise ProbeError(f"{spec}: give --in-format")
         return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k,
-                              b_format=b_format)
+                              b_format=b_format, scale_block_size=scale_block_size,
+                              scale_format=scale_format)
     raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, simgemm:PRESET, mmasim:PRESET, numpy.matmul, "
                      f"torch.matmul or package.module:function")
 
@@ -479,13 +584,16 @@ def _make_target(spec: str, in_format, out_format, k, b_format) -> MatrixTarget:
 # -- helpers used by the probes --------------------------------------------------------------
 
 
-def evaluate_rows(target: MatrixTarget, a, b, c, budget: int = 4096) -> np.ndarray:
+def evaluate_rows(target: MatrixTarget, a, b, c, budget: int = 4096, sa=None,
+                  sb=None) -> np.ndarray:
     """d_r = op on one dot product per row: a, b float64 (R, K), c (R,) -> d (R,).
 
-    Rows are grouped by their b; up to 64 distinct b vectors become the columns of one call
-    (B (K, G), A the rows of those groups, C with each row's c in its own column; the other
-    outputs of the call are not used), as long as rows x columns stays within ``budget``.
-    A lane-independent op (checked by the determinism family) gives each row's d unchanged.
+    Rows are grouped by their b (and its scales); up to 64 distinct b vectors become the
+    columns of one call (B (K, G), A the rows of those groups, C with each row's c in its own
+    column; the other outputs of the call are not used), as long as rows x columns stays within
+    ``budget``. A lane-independent op (checked by the determinism family) gives each row's d
+    unchanged. ``sa``, ``sb`` (R, K / s) float64: each row's block scales of a and of b (a
+    block-scaled target only; None: the target's unit scales).
 
     Raises:
         ProbeError: as ``target(...)``.
@@ -493,12 +601,18 @@ def evaluate_rows(target: MatrixTarget, a, b, c, budget: int = 4096) -> np.ndarr
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     c = np.asarray(c, dtype=np.float64)
+    scaled = sa is not None
+    if scaled:
+        sa = np.asarray(sa, dtype=np.float64)
+        sb = np.asarray(sb, dtype=np.float64)
     R = a.shape[0]
     d = np.empty(R)
     keys: dict = {}
     braw = np.ascontiguousarray(b).view(np.uint64)
+    sraw = np.ascontiguousarray(sb).view(np.uint64) if scaled else None
     for r in range(R):
-        keys.setdefault(braw[r].tobytes(), []).append(r)
+        key = braw[r].tobytes() + (sraw[r].tobytes() if scaled else b"")
+        keys.setdefault(key, []).append(r)
     groups = list(keys.values())
     cap = target.max_rows or R or 1
     batch: list = []
@@ -508,11 +622,13 @@ def evaluate_rows(target: MatrixTarget, a, b, c, budget: int = 4096) -> np.ndarr
         idx = np.concatenate([np.asarray(g) for g in batch])
         col = np.concatenate([np.full(len(g), j) for j, g in enumerate(batch)])
         B = np.stack([b[g[0]] for g in batch], axis=1)
+        SB = np.stack([sb[g[0]] for g in batch], axis=1) if scaled else None
         for s in range(0, len(idx), cap):
             part, pc = idx[s:s + cap], col[s:s + cap]
             C = np.zeros((len(part), len(batch)))
             C[np.arange(len(part)), pc] = c[part]
-            D = target(a[part], B, C)
+            D = (target(a[part], B, C, scale_a=sa[part], scale_b=SB) if scaled
+                 else target(a[part], B, C))
             d[part] = D[np.arange(len(part)), pc]
 
     for g in groups:
@@ -549,6 +665,15 @@ def hex_of(x, fmt: Format) -> list[str]:
 def hex_in(x, target: MatrixTarget, operand: str = "a") -> list[str]:
     """Input bit patterns of operand "a" (A's format) or "b" (B's format)."""
     return hex_of(x, target.fb if operand == "b" else target.fin)
+
+
+def hex_scale(x, target: MatrixTarget) -> list[str]:
+    """Block-scale bit patterns in the target's scale format (its float64 patterns, prefixed
+    "f64:", where the target's interface fixes no scale format)."""
+    if target.fscale is not None:
+        return hex_of(x, target.fscale)
+    x = np.atleast_1d(np.asarray(x, dtype=np.float64))
+    return ["f64:" + _hex(v, 16) for v in x.view(np.uint64)]
 
 
 def hex_out(x, target: MatrixTarget) -> list[str]:

@@ -13,6 +13,16 @@ observable), and proves it by :func:`fpscope.probes.validate.validate` (random d
 testing against the vectorised engine). When a family's outputs contradict the fused-block model,
 the report says "does not fit a fused-block model" with the reason, and no profile is invented.
 
+Block-scaled targets (MX / NVFP4, ``target(A, B, C, scale_a, scale_b)``;
+:attr:`~fpscope.probes.blackbox.MatrixTarget.scaled`): the scales family's layout probes
+(:func:`fpscope.probes.scales.layout`: scale block size, scale format) run right after
+determinism; every other family runs at unit scales. Then random outputs at unit scales are
+sampled and, where the fused profile the families assembled does not reproduce them (the
+"grouped" node of NVFP4 / MXFP4 passes every family), the node family fits the node
+(:mod:`fpscope.probes.nodes`). :func:`fpscope.probes.scales.entry` then checks with scaled rows,
+against the emulator, how the scales enter the node and finds e_zero where scales reach the zero
+terms; the profile carries the scale fields and is validated on random scales as well.
+
 Library level (``library_k``, CLI ``--library [K]``; targets that take any K only): after the
 instruction-level families at K = ``k`` (default 32), :mod:`fpscope.probes.library` probes
 calls of ``library_k`` products for split-K, the promotion interval and the partial-sum format;
@@ -36,12 +46,13 @@ from . import (
     nodes,
     precision,
     rounding,
+    scales,
     specials,
     structure,
     subnormal,
     zeros,
 )
-from ._common import Ctx, Finding, candidate_profile
+from ._common import Ctx, Finding, candidate_profile, scale_fields
 from .blackbox import MatrixTarget, ProbeError, make_matrix_target
 from .validate import validate
 
@@ -55,7 +66,8 @@ DEFAULT_K = 32
 
 #: Families whose failure leaves no profile to build.
 _CRITICAL = {"deterministic", "lane_independent", "block_size", "c_entry", "frac_bits",
-             "alignment", "c_alignment", "step_rounding", "operand_conversion"}
+             "alignment", "c_alignment", "step_rounding", "operand_conversion",
+             "scale_block_size", "scale_format"}
 
 
 @dataclass
@@ -120,6 +132,9 @@ class ProbeReport:
     def to_text(self) -> str:
         t = self.target
         ins = (f"{t['in_format']} x {t['b_format']}" if t.get("b_format") else t["in_format"])
+        if t.get("scale_block_size"):
+            ins += (f" with {t.get('scale_format') or 'float'} block scales per "
+                    f"{t['scale_block_size']}")
         lines = [f"{t['name']}: {ins} inputs, {t['out_format']} output, K = {self.k}"]
         for f in self.findings:
             val = f.value if f.value is not None else "-"
@@ -140,6 +155,9 @@ class ProbeReport:
                          f"{p.alignment}, rho = {' '.join(p.step_rounding)}, c {p.c_entry}, "
                          f"e_zero = {p.e_zero}, flush in/out = {p.flush_inputs}/{p.flush_outputs}"
                          f" (status {p.status})")
+            if p.scale_format is not None:
+                lines.append(f"block scales: {p.scale_format} per {p.scale_block_size} elements "
+                             f"of K")
             if p.node != "fused":
                 from ..fit import node_text
 
@@ -160,6 +178,9 @@ class ProbeReport:
             fm = v.get("first_mismatch")
             if fm:
                 prods = ", ".join(f"k{p['k']}: {p['a']}*{p['b']}" for p in fm["products"])
+                if "scale_a" in fm:
+                    prods += (f"; scales a {' '.join(fm['scale_a'])}, b "
+                              f"{' '.join(fm['scale_b'])}")
                 lines.append(f"  first mismatch ({fm['generator']}), shrunk to "
                              f"{fm.get('nonzero_products')} product(s): {prods}; c = {fm['c']}; "
                              f"got {fm.get('got', fm['got_full'])}, "
@@ -183,6 +204,8 @@ def _deterministic(rep: ProbeReport) -> bool:
 
 def _families(ctx: Ctx):
     yield determinism.run
+    if ctx.target.scaled:
+        yield scales.layout
     yield conversion.run
     yield structure.run
     yield precision.run
@@ -199,9 +222,12 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
     """Infer the node arithmetic of ``target`` and validate it.
 
     Args:
-        target: a :class:`MatrixTarget`, a target name (``sim:PRESET``, ``torch.matmul``,
-            ``package.module:function``; :func:`make_matrix_target`) or a Python callable
-            ``(A, B, C) -> D``.
+        target: a :class:`MatrixTarget`, a target name (``sim:PRESET``, ``mmasim:PRESET``,
+            ``torch.matmul``, ``package.module:function``; :func:`make_matrix_target`) or a
+            Python callable ``(A, B, C) -> D``. A block-scaled target (MX / NVFP4 presets; a
+            :class:`~fpscope.probes.blackbox.CallableTarget` with ``scale_block_size``) is
+            called ``(A, B, C, scale_a, scale_b)`` (module docstring); its K must be a multiple
+            of its scale block size.
         in_format: A's format name, and B's unless ``b_format`` (must match a
             MatrixTarget's own).
         out_format: C/D format name (default: the target's; callables: fp32).
@@ -224,8 +250,9 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
         :class:`ProbeReport`.
 
     Raises:
-        ProbeError: the target fails (raises, wrong shape, values outside its format) or the
-            formats do not match it.
+        ProbeError: the target fails (raises, wrong shape, values outside its format), the
+            formats do not match it, or a block-scaled target gets a K that is not a multiple
+            of its scale block size or the library level.
     """
     t0 = time.perf_counter()
     if isinstance(target, str):
@@ -251,6 +278,13 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
     K = target.k or k or DEFAULT_K
     if k is not None and target.k is not None and k != target.k:
         raise ProbeError(f"{target.name} takes K = {target.k}, not {k}")
+    if target.scaled:
+        if K % target.scale_block_size:
+            raise ProbeError(f"{target.name} takes a block scale per {target.scale_block_size} "
+                             f"elements of K: K = {K} is not a multiple of it")
+        if library_k is not None or chain is not None:
+            raise ProbeError(f"{target.name} is block-scaled: the library level (split-K, "
+                             f"promotion) is probed for GEMMs without block scales only")
     if chain is not None:
         if library_k is None:
             raise ProbeError("a given chain profile needs the library level (library_k, "
@@ -325,15 +359,35 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
             rep.fits, rep.reason, rep.profile = True, "", node_profile
         else:
             rep.reason += f"; {found.note}"
+    elif rep.fits and target.scaled:
+        # the grouped node fits every family at unit scales (probes.nodes): sample the op
+        found, node_profile = _scaled_node(ctx, seed)
+        if found is not None:
+            rep.findings.append(found)
+            if node_profile is None:
+                rep.fits, rep.reason = False, f"{found.feature}: {found.note}"
+            else:
+                rep.profile = node_profile
     if node_profile is None and (
             rep.fits or not any(f.feature in _CRITICAL for f in rep.findings if not f.fits)):
         try:
             ctx.known.setdefault("c_entry", ctx.known.get("c_entry_hint", "first"))
             rep.profile = candidate_profile(
-                ctx, evidence=f"fpscope probe of {target.name} (K = {K})")
+                ctx, evidence=f"fpscope probe of {target.name} (K = {K})", **scale_fields(ctx))
         except ValueError as exc:
             rep.fits = False
             rep.reason = f"the parameters found do not form a valid profile: {exc}"
+    if target.scaled and rep.fits and rep.profile is not None:
+        found, rep.profile = scales.entry(ctx, rep.profile)
+        for f in found:
+            old = next((i for i, g in enumerate(rep.findings) if g.feature == f.feature), None)
+            if old is None:
+                rep.findings.append(f)
+            else:  # e_zero: the zero-term rows with scales reach where unit scales do not
+                rep.findings[old] = f
+        bad = [f for f in found if not f.fits]
+        if bad:
+            rep.fits, rep.reason = False, f"{bad[0].feature}: {bad[0].note}"
     rep.rows = ctx.rows_run
     vk = None
     if lib is not None:
@@ -347,6 +401,24 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
     rep.calls = target.calls - calls0
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _scaled_node(ctx: Ctx, seed: int):
+    """(None, None) when the fused profile the families assembled reproduces random outputs
+    of a block-scaled op at unit scales; else the node family's (Finding, profile or None)
+    fitted to those outputs (:func:`fpscope.probes.nodes.fit_samples`)."""
+    from ..fit import unmatched
+
+    rec = nodes.sample(ctx, samples=4096, seed=seed)
+    try:
+        fused = candidate_profile(ctx)
+    except ValueError:
+        fused = None
+    bad = len(rec.d) if fused is None else len(unmatched(rec, fused))
+    if not bad:
+        return None, None
+    return nodes.fit_samples(ctx, rec, f"the fused profile the families assembled at unit "
+                                       f"scales misses {bad} of {len(rec.d)} random outputs")
 
 
 def _library(ctx: Ctx, rep: ProbeReport, lib, library_k: int, seed: int) -> int | None:

@@ -11,8 +11,9 @@ mixed input formats) and cut into its m x n x k tiles, zero-padded. The CLI spel
 Block-scaled presets (``Profile.scale_format``: MX / NVFP4) map to mmasim's ``TCGen05MMABlockScale``
 and ``MMABlockScale`` models, called ``op(A, B, C, scale_a, scale_b)``; :func:`block_scaled_call`
 builds their inputs (:func:`scales_to_torch`, fp4 packed two per byte by :func:`pack_fp4` for
-``kind::mxf4*``). They are not probe targets (the probes send no scales: MmasimTarget refuses
-them); scripts/mmasim_validation.py compares them.
+``kind::mxf4*``). Their MmasimTarget is block-scaled (``target(A, B, C, scale_a, scale_b)``,
+scales encoded to the preset's scale format, which the interface therefore fixes; padded rows
+and columns take scale 1); scripts/mmasim_validation.py compares the presets with them too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..formats import decode, encode
 from ..profile import PRESETS, resolve_format
-from .blackbox import MatrixTarget, ProbeError, refuse_block_scales
+from .blackbox import MatrixTarget, ProbeError
 
 __all__ = ["MODELS", "MmasimTarget", "block_scaled_call", "build_model", "from_torch", "model_name",
            "pack_fp4", "scales_to_torch", "to_torch"]
@@ -212,8 +213,7 @@ class MmasimTarget(MatrixTarget):
     """An mmasim instruction model as a black box (module docstring).
 
     Raises:
-        ProbeError: no mmasim model for the preset, a block-scaled preset (the probes send no
-            scales; scripts/mmasim_validation.py compares those), or mmasim / torch missing.
+        ProbeError: no mmasim model for the preset, or mmasim / torch missing.
     """
 
     def __init__(self, preset: str):
@@ -224,14 +224,14 @@ class MmasimTarget(MatrixTarget):
         except ImportError:
             raise ProbeError("mmasim is not installed; pip install mmasim") from None
         prof = PRESETS[preset]
-        refuse_block_scales(prof, f"mmasim:{preset}")
         super().__init__(f"mmasim:{model_name(preset)}", prof.in_format, prof.out_format,
-                         k=self.op.k, b_format=prof.b_format)
+                         k=self.op.k, b_format=prof.b_format, scale_format=prof.scale_format,
+                         scale_block_size=prof.scale_block_size)
         self.in_name = "fp32" if prof.in_format == "tf32" else prof.in_format
         fb = prof.operand_formats[1]
         self.b_name = "fp32" if fb == "tf32" else fb  # B's encoding (A's unless mixed)
 
-    def _call(self, A, B, C):
+    def _call(self, A, B, C, SA=None, SB=None):
         import torch
 
         m, n = self.op.m, self.op.n
@@ -239,16 +239,29 @@ class MmasimTarget(MatrixTarget):
         Mp, Np = -(-M // m) * m, -(-N // n) * n
         fin, fout = resolve_format(self.in_name), resolve_format(self.out_format)
         fb = resolve_format(self.b_name)
-        Ap = np.zeros((Mp, A.shape[1]))
-        Ap[:M] = A
-        Bp = np.zeros((B.shape[0], Np))
-        Bp[:, :N] = B
-        Cp = np.zeros((Mp, Np))
-        Cp[:M, :N] = C
-        At = to_torch(encode(Ap, fin).astype(np.int64), self.in_name)
-        Bt = to_torch(encode(Bp, fb).astype(np.int64), self.b_name)
-        Ct = to_torch(encode(Cp, fout).astype(np.int64), self.out_format)
+
+        def padded(x, rows, cols, fill=0.0):
+            out = np.full((rows, cols), fill)
+            out[:x.shape[0], :x.shape[1]] = x
+            return out
+
+        Ap = encode(padded(A, Mp, A.shape[1]), fin).astype(np.int64)
+        Bp = encode(padded(B, B.shape[0], Np), fb).astype(np.int64)
+        Cp = encode(padded(C, Mp, Np), fout).astype(np.int64)
         D = np.empty((Mp, Np), dtype=np.int64)
+        if self.scaled:
+            SAp = encode(padded(SA, Mp, SA.shape[1], 1.0), self.fscale).astype(np.int64)
+            SBp = encode(padded(SB, SB.shape[0], Np, 1.0), self.fscale).astype(np.int64)
+            for i in range(0, Mp, m):
+                for j in range(0, Np, n):
+                    D[i:i + m, j:j + n] = block_scaled_call(
+                        self.op, Ap[i:i + m], Bp[:, j:j + n], Cp[i:i + m, j:j + n],
+                        SAp[i:i + m], SBp[:, j:j + n], self.in_name, self.b_name,
+                        self.out_format, self.scale_format)
+            return decode(D[:M, :N].astype(np.uint64), fout)
+        At = to_torch(Ap, self.in_name)
+        Bt = to_torch(Bp, self.b_name)
+        Ct = to_torch(Cp, self.out_format)
         with torch.no_grad():
             for i in range(0, Mp, m):
                 for j in range(0, Np, n):

@@ -10,6 +10,13 @@ searches the profile space for a profile that reproduces every sampled bit
 single-parameter descent). The search recognises the node kinds fpscope models; it does not
 invent a new kind. The result is only a hypothesis until the probe's own closed-loop validation,
 on fresh random inputs, accepts it.
+
+Block-scaled targets (MX / NVFP4) are sampled at unit scales. Their "grouped" node (NVFP4 /
+MXFP4 ``kind::mxf4*``: exact sums of groups of 16 products, each aligned at its scale's
+exponent, not at its own) looks like a fused block with a wider window to every probe family
+(they all fit), so the driver samples such a target whatever the families found and calls the
+fit when the fused profile they assembled does not reproduce the samples; the fit then scores
+the presets with the target's scale fields (:class:`fpscope.fit.Recording`).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import encode
-from ._common import Ctx, Finding
+from ._common import Ctx, Finding, scale_fields
 
 FAMILY = "node"
 
@@ -25,13 +32,12 @@ FAMILY = "node"
 _GENERATORS = ("normal", "cancel", "wide", "zero_block", "subnormal", "bits")
 
 
-def run(ctx: Ctx, samples: int = 1536, seed: int = 0):
-    """(Finding "node", profile or None) from ``samples`` random outputs of ``ctx.target``.
-
-    The profile (``k`` = ctx.K, status experimental) reproduces every sample; None when no
-    profile of the search does (the Finding then does not fit and says how close the best came).
-    """
-    from ..fit import Recording, fit
+def sample(ctx: Ctx, samples: int = 1536, seed: int = 0):
+    """A :class:`fpscope.fit.Recording` of about ``samples`` random outputs of ``ctx.target``
+    (whole 16 x 16 calls, the generators in turn). A block-scaled target is sampled at unit
+    scales; the recording then carries the scale fields the scales family found, so that the
+    fit scores block-scaled candidates."""
+    from ..fit import Recording
     from .validate import generate
 
     t = ctx.target
@@ -50,24 +56,43 @@ def run(ctx: Ctx, samples: int = 1536, seed: int = 0):
     D = np.concatenate(d)
     with np.errstate(all="ignore"):
         bits = encode(D, fout)
-    rec = Recording(np.concatenate(a), np.concatenate(b), np.concatenate(c),
-                    np.asarray(bits, dtype=np.uint64), fin.name, fout.name, t.name,
-                    fb.name if fb.name != fin.name else None)
     ctx.rows_run += len(D)
+    return Recording(np.concatenate(a), np.concatenate(b), np.concatenate(c),
+                     np.asarray(bits, dtype=np.uint64), fin.name, fout.name, t.name,
+                     fb.name if fb.name != fin.name else None, **scale_fields(ctx))
+
+
+def fit_samples(ctx: Ctx, rec, why: str = "the fused-block model does not fit"):
+    """(Finding "node", profile or None): the node the recording ``rec`` (:func:`sample`) fits.
+
+    The profile (``k`` = ctx.K, status experimental) reproduces every sample; None when no
+    profile of the search does (the Finding then does not fit and says how close the best came).
+    ``why``: the note's first words, why the node is fitted.
+    """
+    from ..fit import fit
+
+    t, K, n = ctx.target, ctx.K, len(rec.d)
     res = fit(rec)
     p = res.profile
     if not res.exact:
-        return (Finding(FAMILY, "node", None, fits=False, rows=len(D),
-                        note=f"no node kind fpscope models reproduces the {len(D)} sampled "
+        return (Finding(FAMILY, "node", None, fits=False, rows=n,
+                        note=f"no node kind fpscope models reproduces the {n} sampled "
                              f"outputs (the best, a {p.node} node, {res.matched} of them)"),
                 None)
     open_fields = sorted(k for k, v in res.consistent.items() if len(v) > 1)
-    note = (f"the fused-block model does not fit; {len(D)} random outputs are reproduced bit "
+    scales = " at unit scales" if rec.scale_block_size is not None else ""
+    note = (f"{why}; {n} random outputs{scales} are reproduced bit "
             f"for bit by a {p.node} node (fit from the presets' node arithmetic, "
             f"L = {p.block_size})")
     if open_fields:
         note += f"; the samples leave open: {', '.join(open_fields)}"
     prof = p.replace(name=f"probed:{t.name}", status="experimental",
-                     evidence=f"fpscope probe of {t.name} (K = {K}): node fitted to {len(D)} "
-                              f"random outputs")
-    return Finding(FAMILY, "node", p.node, rows=len(D), note=note), prof
+                     evidence=f"fpscope probe of {t.name} (K = {K}): node fitted to {n} "
+                              f"random outputs{scales}")
+    return Finding(FAMILY, "node", p.node, rows=n, note=note), prof
+
+
+def run(ctx: Ctx, samples: int = 1536, seed: int = 0):
+    """(Finding "node", profile or None) from ``samples`` random outputs of ``ctx.target``
+    (:func:`sample`, then :func:`fit_samples`)."""
+    return fit_samples(ctx, sample(ctx, samples, seed))
