@@ -109,15 +109,19 @@ def test_mixed_input_profiles_get_a_witness():
         assert len(p["a"]) == len(p["b"]) == 4  # "0xNN": one fp8 byte each
 
 
-def test_block_scaled_profiles_are_compared_by_fields_only():
-    """diff names the first differing field of block-scaled profiles (the grouped node's
-    group_size, the scale format) and says why no witness is searched: the random generators
-    draw no scales."""
+def test_block_scaled_profiles_get_a_witness_with_scales():
+    """Block-scaled profiles of one scale format, scale block size and k are compared on random
+    block scales (validate draws them): the witness names the scales and the two outputs
+    differ. Different scale formats have no common input: a note, no witness."""
     nv = get_profile("rtx-blackwell-nvfp4")
-    res = diff_profiles(nv, nv.replace(group_size=8), cases=256)
-    assert not res.same and res.parameter["name"] == "group_size" and res.witness is None
-    assert any("block-scaled" in n for n in res.notes)
-    res = diff_profiles(get_profile("rtx-blackwell-mxfp8-e4m3"), get_profile("rtx-blackwell-e4m3"),
-                        cases=256)
+    res = diff_profiles(nv, nv.replace(frac_bits=20), cases=2048)
+    assert not res.same and res.parameter["name"] == "frac_bits"
+    assert res.witness and res.witness["a"] != res.witness["b"]
+    assert {"scale_a", "scale_b"} <= set(res.witness["input"])
+    mx = get_profile("rtx-blackwell-mxfp8-e4m3")
+    res = diff_profiles(mx, mx.replace(frac_bits=mx.frac_bits - 2), cases=2048)
+    assert res.parameter["name"] == "frac_bits" and res.witness
+    res = diff_profiles(mx, get_profile("rtx-blackwell-e4m3"), cases=256)
     assert res.parameter["name"] == "scale_format" and res.witness is None
+    assert any("different block scales" in n for n in res.notes)
     assert diff_profiles(nv, nv).same

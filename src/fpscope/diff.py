@@ -84,7 +84,9 @@ class DiffResult:
                 shown = " ".join(shown[:8]) + f" ... ({len(shown)} values; --format json has all)"
             elif isinstance(shown, dict) and "products" in shown:
                 prods = " ".join(f"k{p['k']}: {p['a']}*{p['b']}" for p in shown["products"])
-                shown = f"{prods}, c = {shown.get('c')}"
+                scales = "".join(f", {k} = {' '.join(shown[k])}" for k in ("scale_a", "scale_b")
+                                 if k in shown)
+                shown = f"{prods or 'every product zero'}, c = {shown.get('c')}{scales}"
             elif isinstance(shown, dict):
                 shown = ", ".join(f"{k} = {v}" for k, v in shown.items())
             lines.append(f"witness ({w['how']}): {shown}")
@@ -334,8 +336,12 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
     """Compare the arithmetic of two profiles: the first differing field (the node kind first,
     then the Profile's field order, names and evidence ignored) and a witness from random
     differential testing with the generators of :mod:`fpscope.probes.validate` (a shrunk one
-    when both take the same k)."""
+    when both take the same k). Block-scaled profiles with the same scale format, scale block
+    size and k are compared on random block scales too (the witness names them); others get a
+    note instead of a witness."""
     import dataclasses
+
+    from .emulate.library import has_library_level
 
     names = sorted((f.name for f in dataclasses.fields(Profile)), key=lambda n: n != "node")
     changed = [n for n in names if n not in _LABELS and getattr(a, n) != getattr(b, n)]
@@ -354,9 +360,14 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
             or resolve_format(a.out_format).name != resolve_format(b.out_format).name):
         res.notes.append("different input or output formats: no common input to compare")
         return res
-    if a.scale_format is not None or b.scale_format is not None:
-        res.notes.append("block-scaled profile: no witness search (the random generators "
-                         "draw no scales)")
+    scaled = a.scale_format is not None or b.scale_format is not None
+    if scaled and (a.scale_format, a.scale_block_size) != (b.scale_format, b.scale_block_size):
+        res.notes.append("different block scales (format or block size): no common input to "
+                         "compare")
+        return res
+    if scaled and (a.k != b.k or has_library_level(a) or has_library_level(b)):
+        res.notes.append("block-scaled profiles of different k (or library level): no witness "
+                         "search")
         return res
     res.witness = _profile_witness(a, b, cases, seed)
     if res.witness is None:
@@ -379,9 +390,11 @@ def _profile_witness(a: Profile, b: Profile, cases: int, seed: int) -> dict | No
         m = rep.get("first_mismatch")
         if not m:
             return None
+        inputs = {"products": m["products"], "c": m["c"]}
+        inputs.update({key: m[key] for key in ("scale_a", "scale_b") if key in m})
         return {"how": f"random differential test ({m['generator']} generator), shrunk to "
                        f"{m.get('nonzero_products')} nonzero products; checked by the emulator",
-                "input": {"products": m["products"], "c": m["c"]},
+                "input": inputs,
                 "a": m.get("got", m["got_full"]), "b": m.get("expected", m["expected_full"])}
     fin, fout = resolve_format(a.in_format), resolve_format(a.out_format)
     fb = resolve_format(a.operand_formats[1])
