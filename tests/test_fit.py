@@ -107,6 +107,55 @@ def test_bad_recordings(tmp_path, capsys):
     assert rc == 2 and (tmp_path / "p.json").read_text() == "mine"
 
 
+def _scaled_npz(tmp_path, profile: Profile, n=512, seed=3):
+    """A block-scaled recording: sample i is row i of A, column i of B, with random scales
+    (validate's generators), its output from the emulator."""
+    from fpscope.emulate import matmul
+    from fpscope.probes.validate import generate, generate_scales
+
+    rng = np.random.default_rng(seed)
+    fin, fout = resolve_format(profile.in_format), resolve_format(profile.out_format)
+    fb, fs = resolve_format(profile.operand_formats[1]), resolve_format(profile.scale_format)
+    A, B, C = generate("normal", rng, fin, fout, n, profile.k, n, profile.block_size, fb)
+    nb = profile.k // profile.scale_block_size
+    SA, SB = generate_scales("normal", rng, fs, (n, nb)), generate_scales("normal", rng, fs, (n, nb))
+    d = np.diag(matmul(A, B, C, profile=profile, scale_a=SA, scale_b=SB.T)).copy()
+    path = tmp_path / "scaled.npz"
+    np.savez(path, a=A, b=B.T, c=np.diag(C).copy(), d=encode(d, fout), in_format=profile.in_format,
+             out_format=profile.out_format, scale_format=profile.scale_format, scale_a=SA,
+             scale_b=SB)
+    return path
+
+
+@pytest.mark.parametrize("name", ["rtx-blackwell-mxfp8-e4m3", "rtx-blackwell-nvfp4"])
+def test_fit_a_block_scaled_recording(tmp_path, name):
+    """An .npz with scale_format, scale_a and scale_b: the fit scores candidates at the
+    recorded scales and reproduces every sample with the preset's node, window and scales."""
+    p = PRESETS[name]
+    rec = load_recording(_scaled_npz(tmp_path, p))
+    assert (rec.scale_format, rec.scale_block_size) == (p.scale_format, p.scale_block_size)
+    res = fit(rec)
+    assert res.exact, res.to_text()
+    q = res.profile
+    assert (q.node, q.frac_bits, q.scale_format, q.scale_block_size) == \
+        (p.node, p.frac_bits, p.scale_format, p.scale_block_size)
+
+
+def test_bad_block_scaled_recordings(tmp_path):
+    """Scales given in part, of an unknown format, of a wrong shape, or not values of the scale
+    format: one-line FitErrors."""
+    z = dict(np.load(_scaled_npz(tmp_path, PRESETS["rtx-blackwell-mxfp8-e4m3"], n=8)))
+    cases = [({"scale_b": None}, "needs scale_format, scale_a and scale_b"),
+             ({"scale_format": np.array("fp8")}, "is not one of e8m0, ue4m3"),
+             ({"scale_a": z["scale_a"][:, :1].repeat(3, 1)}, "must both be"),
+             ({"scale_a": np.full_like(z["scale_a"], 3.0)}, "is not a value of e8m0")]
+    for change, msg in cases:
+        bad = {k: v for k, v in {**z, **change}.items() if v is not None}
+        np.savez(tmp_path / "bad.npz", **bad)
+        with pytest.raises(FitError, match=msg):
+            load_recording(tmp_path / "bad.npz")
+
+
 @pytest.mark.parametrize("name", ["cdna2-fp16", "cdna3-fp16"])
 def test_fit_finds_the_amd_node_kinds_through_their_presets(tmp_path, name):
     """The grid searches fused nodes only; an MI200 / MI300-like recording is fitted exactly

@@ -8,8 +8,11 @@ Input: one recorded set, each sample one instruction ``d = fdpa(a, b, c)`` over 
 * an ``.npz`` file with arrays ``a`` (n, K) and ``b`` (n, K) (float values of the input format;
   tf32: fp32 values), ``c`` (n,) (values of the output format), ``d`` (n,) (output bit
   patterns, unsigned integers), and 0-d string arrays ``in_format`` and ``out_format``
-  (fp16, bf16, tf32, fp8_e4m3fn, fp8_e5m2 / fp32, fp16), plus an optional ``b_format`` where b's
-  format differs from a's (a mixed-input instruction such as e4m3 x e5m2).
+  (fp16, bf16, tf32, fp8_e4m3fn, fp8_e5m2, fp6_e2m3, fp6_e3m2, fp4_e2m1 / fp32, fp16), plus an
+  optional ``b_format`` where b's format differs from a's (a mixed-input instruction such as
+  e4m3 x e5m2), and for a block-scaled instruction (MX / NVFP4) a 0-d string array
+  ``scale_format`` (e8m0 or ue4m3) with ``scale_a`` and ``scale_b`` (n, K / s) (the scales of
+  a's and b's blocks of s elements, float values of the scale format; s = K / their width).
 
 Search (every candidate is run by the vectorised engine on the samples, outputs compared bit for
 bit, NaNs equal): the presets with the same formats; a grid over block size L (divisors of K),
@@ -34,7 +37,9 @@ __all__ = ["FitError", "FitResult", "Recording", "fit", "load_recording", "unmat
 
 _FOLDER_FORMATS = {"fp16": "fp16", "bf16": "bf16", "tf32": "tf32", "E4M3": "fp8_e4m3fn",
                    "E5M2": "fp8_e5m2"}
-_IN_FORMATS = ("fp16", "bf16", "tf32", "fp8_e4m3fn", "fp8_e5m2")
+_IN_FORMATS = ("fp16", "bf16", "tf32", "fp8_e4m3fn", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2",
+               "fp4_e2m1")
+_SCALE_FORMATS = ("e8m0", "ue4m3")
 _STEPS = {"fp32": [(("fp32", "RZ"), None), (("fp32", "RNE"), None), (("e8m13", "RZ"), None)],
           "fp16": [(("fp16", "RNE"), None), (("fp16", "RZ"), None),
                    (("fp32", "RZ"), ("fp16", "RNE")), (("e8m13", "RZ"), ("fp16", "RNE"))]}
@@ -50,10 +55,11 @@ class FitError(ValueError):
 class Recording:
     """Recorded samples: a, b (n, K) float64 inputs; c (n,) float64; d (n,) output bits.
 
-    ``scale_format``, ``scale_block_size``: samples of a block-scaled op (MX / NVFP4) taken at
-    unit scales (every scale 1); candidates are then scored as block-scaled profiles with
-    these fields and unit scales, so that the "grouped" node (whose alignment exponent is the
-    scale's) can be told from a fused one. None: an op without block scales.
+    ``scale_format``, ``scale_block_size``: samples of a block-scaled op (MX / NVFP4);
+    candidates are then scored as block-scaled profiles with these fields, so that the
+    "grouped" node (whose alignment exponent is the scale's) can be told from a fused one.
+    None: an op without block scales. ``scale_a``, ``scale_b``: (n, K / scale_block_size)
+    float64, the scales of each sample's blocks of a and b; None: every scale 1.
     """
 
     a: np.ndarray
@@ -66,6 +72,8 @@ class Recording:
     b_format: str | None = None  # b's format where it differs from a's
     scale_format: str | None = None
     scale_block_size: int | None = None
+    scale_a: np.ndarray | None = None
+    scale_b: np.ndarray | None = None
 
     def scaled(self, p: Profile) -> Profile:
         """``p`` with the recording's block-scale fields (unchanged for an op without them).
@@ -117,8 +125,9 @@ def load_recording(path, out: str | None = None) -> Recording:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in ("a", "b", "c", "d", "in_format", "out_format")}
-            if "b_format" in z.files:
-                arrays["b_format"] = z["b_format"]
+            for k in ("b_format", "scale_format", "scale_a", "scale_b"):
+                if k in z.files:
+                    arrays[k] = z[k]
     except KeyError as exc:
         raise FitError(f"{path}: missing array {exc}") from None
     except (OSError, ValueError) as exc:
@@ -138,7 +147,44 @@ def load_recording(path, out: str | None = None) -> Recording:
     if a.ndim != 2 or a.shape != b.shape or c.shape != (len(a),) or d.shape != (len(a),):
         raise FitError(f"{path}: shapes a {a.shape}, b {b.shape}, c {c.shape}, d {d.shape} do "
                        f"not fit (n, K), (n, K), (n,), (n,)")
-    return Recording(a, b, c, d.astype(np.uint64), fin, fout, str(path), fb)
+    rec = Recording(a, b, c, d.astype(np.uint64), fin, fout, str(path), fb)
+    _read_scales(rec, arrays, path)
+    return rec
+
+
+def _read_scales(rec: Recording, arrays: dict, path) -> None:
+    """Set rec's block-scale fields from an .npz's optional ``scale_format``, ``scale_a`` and
+    ``scale_b`` (all three or none).
+
+    Raises:
+        FitError: only some of them, an unknown scale format, shapes that do not fit
+            (n, K / s) with s dividing K, or a scale that is not a value of the scale format.
+    """
+    from .formats import is_representable
+
+    given = [k for k in ("scale_format", "scale_a", "scale_b") if k in arrays]
+    if not given:
+        return
+    if len(given) < 3:
+        raise FitError(f"{path}: a block-scaled recording needs scale_format, scale_a and "
+                       f"scale_b (has {', '.join(given)})")
+    fs = str(arrays["scale_format"])
+    if fs not in _SCALE_FORMATS:
+        raise FitError(f"{path}: scale_format {fs!r} is not one of {', '.join(_SCALE_FORMATS)}")
+    sa, sb = (np.asarray(arrays[k], dtype=np.float64) for k in ("scale_a", "scale_b"))
+    n, K = rec.a.shape
+    if (sa.ndim != 2 or sa.shape != sb.shape or sa.shape[0] != n or sa.shape[1] == 0
+            or K % sa.shape[1]):
+        raise FitError(f"{path}: scale_a {sa.shape} and scale_b {sb.shape} must both be "
+                       f"(n, K / s) with s dividing K = {K} (n = {n})")
+    fmt = resolve_format(fs)
+    for what, sv in (("scale_a", sa), ("scale_b", sb)):
+        ok = is_representable(sv, fmt) | np.isnan(sv)
+        if not ok.all():
+            i, j = (int(x) for x in np.argwhere(~ok)[0])
+            raise FitError(f"{path}: {what}[{i}, {j}] = {sv[i, j]!r} is not a value of {fs}")
+    rec.scale_format, rec.scale_block_size = fs, K // sa.shape[1]
+    rec.scale_a, rec.scale_b = sa, sb
 
 
 @dataclass
@@ -220,9 +266,13 @@ class _Scorer:
         self.count += 1
         r = self.rec
         try:
-            unit = (() if p.scale_format is None else
-                    (np.ones((len(r.a[rows]), p.k // p.scale_block_size)),) * 2)
-            got = fdpa_batch(r.a[rows], r.b[rows], r.c[rows], p, *unit)
+            if p.scale_format is None:
+                scales = ()
+            elif r.scale_a is not None:
+                scales = (r.scale_a[rows], r.scale_b[rows])
+            else:  # samples taken at unit scales
+                scales = (np.ones((len(r.a[rows]), p.k // p.scale_block_size)),) * 2
+            got = fdpa_batch(r.a[rows], r.b[rows], r.c[rows], p, *scales)
         except ValueError:
             return np.arange(len(r.a[rows]))
         nan = np.isnan(got)
