@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     align = {"truncate": 0, "floor": 1, "nearest": 2}[p.alignment]
     ez = kernel._NONE if p.e_zero is None else p.e_zero
     zb = coding[2]
-    need_min = kernel._needs_min(p)
+    need_min = not p.e_zero_inert
     c_emin, F = fout.emin, p.frac_bits
     calls = n * (n // L) * max(1, n // W)  # rows x blocks x column tiles
 

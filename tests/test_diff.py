@@ -125,3 +125,19 @@ def test_block_scaled_profiles_get_a_witness_with_scales():
     assert res.parameter["name"] == "scale_format" and res.witness is None
     assert any("different block scales" in n for n in res.notes)
     assert diff_profiles(nv, nv).same
+
+
+def test_inert_e_zero_is_no_difference_and_nan_bits_get_a_witness():
+    """An e_zero that cannot decide any e_max (Profile.e_zero_inert: what a probe reports as
+    not observable, None) is no difference, with a note; a difference in nan_bits, which random
+    inputs compare as equal NaNs, gets a NaN-c witness with each profile's pattern."""
+    p = get_profile("hopper-fp16")
+    res = diff_profiles(p.replace(e_zero=None, name="probed"), p, cases=256)
+    assert res.same and any("cannot decide any e_max" in n for n in res.notes)
+    bf = get_profile("hopper-bf16")  # bf16 products reach below -133: a real difference
+    res = diff_profiles(bf.replace(e_zero=None, name="probed"), bf, cases=256)
+    assert not res.same and res.parameter["name"] == "e_zero"
+    res = diff_profiles(p.replace(nan_bits=0x7FC00000, name="torch"), p, cases=256)
+    assert not res.same and res.parameter == {"name": "nan_bits", "a": "0x7fc00000",
+                                              "b": "0x7fffffff"}
+    assert res.witness["a"] == "0x7fc00000" and res.witness["b"] == "0x7fffffff"

@@ -260,6 +260,10 @@ def test_unsupported_profiles_are_refused_or_routed():
         _assert_same(matmul(A, B, profile=q, engine="auto"), numpy_matmul(A, B, profile=q))
     with pytest.raises(ValueError, match="unknown engine"):
         matmul(A, B, profile=get_profile("ampere-fp16"), engine="cuda")
+    # a preset name works as the profile; a misspelt one gets a suggestion
+    _assert_same(matmul(A, B, profile="ampere-fp16"), matmul(A, B, profile=get_profile("ampere-fp16")))
+    with pytest.raises(ValueError, match="did you mean 'ampere-fp16'"):
+        matmul(A, B, profile="ampere-fp61")
 
 
 def test_engines_and_threads_agree_through_the_public_api():

@@ -589,3 +589,26 @@ def test_hw_vectors_match_reference_engine(key):
     assert np.flatnonzero(got[:300] != d[:300]).tolist() == bad
     if p.status == "validated":
         assert np.array_equal(got, d.astype(np.int64))
+
+
+@pytest.mark.parametrize("name", ["hopper-fp16", "hopper-e4m3", "ada-e4m3-fp16out",
+                                  "hopper-bf16", "ampere-tf32"])
+def test_inert_e_zero_is_e_zero_none(name):
+    """Profile.e_zero_inert: where e_zero is at most every nonzero term's exponent (fp16 and
+    fp8 inputs), e_zero None gives the same bits on every generator of the closed loop, the
+    tiny and zero-heavy ones included; bf16 and tf32 products reach below it, so it is not
+    inert there."""
+    from fpscope.probes.validate import GENERATORS, generate
+
+    p = get_profile(name)
+    fin, fout = resolve_format(p.in_format), resolve_format(p.out_format)
+    inert = p.e_zero_inert
+    assert inert == (name not in ("hopper-bf16", "ampere-tf32"))
+    rng = np.random.default_rng(5)
+    if not inert:
+        return
+    for kind in GENERATORS:
+        A, B, C = generate(kind, rng, fin, fout, 64, 2 * p.k, 8, p.block_size, fin)
+        got = matmul(A, B, C, profile=p)
+        want = matmul(A, B, C, profile=p.replace(e_zero=None))
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), kind

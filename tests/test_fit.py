@@ -96,8 +96,14 @@ def test_bad_recordings(tmp_path, capsys):
              d=np.ones(3, np.uint32), in_format="fp16", out_format="fp32")
     np.savez(tmp_path / "c.npz", a=np.ones((3, 4)), b=np.ones((3, 4)), c=np.ones(3),
              d=np.ones(3, np.uint32), in_format="fp64", out_format="fp32")
+    np.savez(tmp_path / "d.npz", a=np.full((3, 4), 0.1), b=np.ones((3, 4)), c=np.ones(3),
+             d=np.ones(3, np.uint32), in_format="fp16", out_format="fp32")
+    np.savez(tmp_path / "e.npz", a=np.ones((3, 4)), b=np.full((3, 4), 15360.0), c=np.ones(3),
+             d=np.ones(3, np.uint32), in_format="fp8_e4m3fn", out_format="fp32")
     for name, msg in (("a.npz", "missing"), ("b.npz", "shapes"), ("c.npz", "not supported"),
-                      ("nope.npz", "not a hw-vectors")):
+                      ("nope.npz", "not a hw-vectors"),
+                      ("d.npz", r"a\[0, 0\] = 0.1 is not a value of fp16"),
+                      ("e.npz", r"b\[0, 0\] = 15360.0 is not a value of fp8_e4m3fn .*bit patterns")):
         with pytest.raises(FitError, match=msg):
             load_recording(tmp_path / name)
         assert main(["fit", str(tmp_path / name)]) == 2

@@ -60,6 +60,26 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
+def _check_new_files(force: bool, *paths) -> None:
+    """Refuse, before any work, an output path that exists (unless ``force``) or whose folder
+    does not exist. None entries (options not given) are skipped.
+
+    Raises:
+        UsageError: one line naming the path.
+    """
+    from pathlib import Path
+
+    for path in paths:
+        if not path:
+            continue
+        path = Path(path)
+        if path.exists() and not force:
+            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
+        folder = path.parent if str(path.parent) else Path(".")
+        if not folder.is_dir():
+            raise UsageError(f"cannot write {path}: folder {folder} does not exist")
+
+
 def _parse_shape(text: str | None):
     if text is None:
         return None
@@ -425,7 +445,6 @@ def _parse_sweep(text: str):
 
 def cmd_sweep(args) -> int:
     import copy
-    from pathlib import Path
 
     from rich.console import Console
 
@@ -436,9 +455,7 @@ def cmd_sweep(args) -> int:
     name, values = _parse_sweep(args.sweep)
     if args.format in ("svg", "png", "dot"):
         raise UsageError(f"--sweep writes a table or JSON, not --format {args.format}")
-    for path in (args.record, args.output):
-        if path and Path(path).exists() and not args.force:
-            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
+    _check_new_files(args.force, args.record, args.output)
 
     def build(v):
         a = copy.copy(args)
@@ -498,15 +515,12 @@ def cmd_reveal(args) -> int:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
     if args.sweep:
         return cmd_sweep(args)
-    from pathlib import Path
 
     from .environment import capture_environment
     from .record import dumps, reveal_record, write_record
     from .reveal import RevealError, reveal
 
-    for path in (args.record, args.output):
-        if path and Path(path).exists() and not args.force:
-            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
+    _check_new_files(args.force, args.record, args.output)
     if args.format in ("svg", "png") and not args.output:
         raise UsageError(f"--format {args.format} needs -o FILE")
     if args.format in ("svg", "png"):
@@ -560,10 +574,8 @@ def _emit(text: str, args) -> None:
     if args.output:
         from pathlib import Path
 
-        out = Path(args.output)
-        if out.exists() and not args.force:
-            raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
-        out.write_text(text, encoding="utf-8")
+        _check_new_files(args.force, args.output)
+        Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
 
@@ -665,7 +677,9 @@ def _write_text(console, record: dict, tree, args) -> None:
                 if len(tried) == 2:
                     text = f"neither {tried[0]} nor {tried[1]} reproduces them"
                 else:
-                    text = f"{tried[0] if tried else 'no model'} does not reproduce them"
+                    plural = bool(tried) and tried[0].endswith("products")
+                    text = (f"{tried[0] if tried else 'no model'} "
+                            f"{'do' if plural else 'does'} not reproduce them")
                 if prod.get("untested"):
                     text += f" ({' and '.join(prod['untested'])} cannot be replayed for this accumulator)"
                 text += "; not modelled yet"
@@ -804,8 +818,9 @@ def cmd_emulate(args) -> int:
     from .emulate import matmul
 
     out = Path(args.output)
-    if out.exists() and not args.force:
-        raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+    _check_new_files(args.force, out)
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
     profile = _load_profile(args.profile)
     A = _load_matrix(args.a, "A")
     B = _load_matrix(args.b, "B")
@@ -840,7 +855,6 @@ def cmd_emulate(args) -> int:
 
 
 def cmd_probe(args) -> int:
-    from pathlib import Path
 
     from .probes.blackbox import make_matrix_target
     from .probes.driver import probe
@@ -849,9 +863,7 @@ def cmd_probe(args) -> int:
         raise UsageError(f"--cases must be 0 or more, got {args.cases}")
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be at least 1, got {args.k}")
-    for out in (args.output, args.record):
-        if out and Path(out).exists() and not args.force:
-            raise UsageError(f"{out} exists; choose another name or pass --force to replace it")
+    _check_new_files(args.force, args.output, args.record)
     from .environment import capture_environment as capture
     from .profile import resolve_format
     from .record import probe_record, write_record
@@ -904,9 +916,7 @@ def cmd_fit(args) -> int:
     from .fit import FitError, fit, load_recording
 
     out = Path(args.output) if args.output else None
-    for path in (args.output, args.record):
-        if path and Path(path).exists() and not args.force:
-            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
+    _check_new_files(args.force, args.output, args.record)
     try:
         rec = load_recording(args.recording, args.out)
     except FitError as exc:

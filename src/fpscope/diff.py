@@ -345,16 +345,24 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
 
     names = sorted((f.name for f in dataclasses.fields(Profile)), key=lambda n: n != "node")
     changed = [n for n in names if n not in _LABELS and getattr(a, n) != getattr(b, n)]
+    inert = "e_zero" in changed and a.e_zero_inert and b.e_zero_inert
+    if inert:  # e.g. a probe that could not observe e_zero against a preset that sets it
+        changed.remove("e_zero")
     if not changed:
         res = DiffResult("profile", "same arithmetic", True)
         if a.name != b.name:
             res.notes.append(f"{a.name} and {b.name} differ only in name and documentation")
+        if inert:
+            res.notes.append(_INERT_NOTE.format(a=a.e_zero, b=b.e_zero))
         return res
     first = changed[0]
-    param = {"name": first, "a": _plain(getattr(a, first)), "b": _plain(getattr(b, first))}
+    param = {"name": first, "a": _plain(first, getattr(a, first)),
+             "b": _plain(first, getattr(b, first))}
     res = DiffResult("profile", "different arithmetic", False, parameter=param)
     if len(changed) > 1:
         res.notes.append(f"also differ: {', '.join(changed[1:])}")
+    if inert:
+        res.notes.append(_INERT_NOTE.format(a=a.e_zero, b=b.e_zero))
     fa, fb = resolve_format(a.in_format), resolve_format(b.in_format)
     if (fa.name != fb.name or a.operand_formats != b.operand_formats
             or resolve_format(a.out_format).name != resolve_format(b.out_format).name):
@@ -370,12 +378,42 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
                          "search")
         return res
     res.witness = _profile_witness(a, b, cases, seed)
+    if res.witness is None and "nan_bits" in changed:
+        res.witness = _nan_witness(a, b)
     if res.witness is None:
         res.notes.append(f"no input among {cases} random cases gives different bits")
     return res
 
 
-def _plain(v):
+_INERT_NOTE = ("e_zero differs (A {a}, B {b}) but cannot decide any e_max here: it is below "
+               "every nonzero term's exponent (Profile.e_zero_inert), so it has no effect")
+
+
+def _nan_witness(a: Profile, b: Profile) -> dict | None:
+    """Profiles that differ in the NaN they write (``nan_bits``): a NaN c with zero products
+    gives each profile's NaN pattern (checked by the emulator)."""
+    from .emulate import matmul
+    from .emulate.reference import output_bits
+
+    A, B, C = np.zeros((1, a.k)), np.zeros((a.k, 1)), np.full((1, 1), np.nan)
+    scales = ({} if a.scale_format is None else
+              {"scale_a": np.ones((1, a.k // a.scale_block_size)),
+               "scale_b": np.ones((a.k // a.scale_block_size, 1))})
+    da, db = (matmul(A, B, C, profile=p, **scales)[0, 0] for p in (a, b))
+    ba, bb = output_bits(da, a), output_bits(db, b)
+    if ba == bb:
+        return None
+    fout = resolve_format(a.out_format)
+    width = (fout.bits + 3) // 4
+    return {"how": "a NaN c with zero products: each profile's NaN pattern (nan_bits); checked "
+                   "by the emulator",
+            "input": {"products": [], "c": _hex([np.nan], fout)[0]},
+            "a": f"0x{ba:0{width}x}", "b": f"0x{bb:0{width}x}"}
+
+
+def _plain(name: str, v):
+    if name == "nan_bits":
+        return hex(v)
     return list(v) if isinstance(v, tuple) else v
 
 

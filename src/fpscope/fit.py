@@ -147,9 +147,33 @@ def load_recording(path, out: str | None = None) -> Recording:
     if a.ndim != 2 or a.shape != b.shape or c.shape != (len(a),) or d.shape != (len(a),):
         raise FitError(f"{path}: shapes a {a.shape}, b {b.shape}, c {c.shape}, d {d.shape} do "
                        f"not fit (n, K), (n, K), (n,), (n,)")
+    _check_values(path, a, b, c, fin, fb, fout)
     rec = Recording(a, b, c, d.astype(np.uint64), fin, fout, str(path), fb)
     _read_scales(rec, arrays, path)
     return rec
+
+
+def _check_values(path, a, b, c, fin: str, fb: str | None, fout: str) -> None:
+    """a, b, c must hold values of their formats (a tf32 instruction's operands: fp32 values;
+    NaN and Inf allowed where the format has them): a value that is not is named in one
+    FitError (a bit pattern stored as a number, for instance), rather than spoiling every
+    candidate's score.
+
+    Raises:
+        FitError: the first value that is not in its format.
+    """
+    from .formats import is_representable
+
+    def fmt(name):
+        return resolve_format("fp32" if name == "tf32" else name)
+
+    for what, x, f in (("a", a, fmt(fin)), ("b", b, fmt(fb or fin)), ("c", c, fmt(fout))):
+        ok = is_representable(x, f)
+        if not ok.all():
+            idx = tuple(int(i) for i in np.argwhere(~ok)[0])
+            raise FitError(f"{path}: {what}[{', '.join(map(str, idx))}] = {float(x[idx])!r} is "
+                           f"not a value of {f.name} ({what} holds values, not bit patterns; "
+                           f"only d holds bit patterns)")
 
 
 def _read_scales(rec: Recording, arrays: dict, path) -> None:

@@ -413,6 +413,24 @@ class Profile:
         return self.in_format, self.b_format or self.in_format
 
     @property
+    def e_zero_inert(self) -> bool:
+        """True when e_zero can never decide a block's e_max, so that every input gives the same
+        bits with ``e_zero=None``: a fused node without block scales whose e_zero is at most the
+        exponent of every nonzero term it can meet. Leading exponents are clamped to emin, so a
+        nonzero product's is at least ``emin_a + emin_b`` and c's at least the emin of the
+        output and step formats; e_zero only joins the max where a term is zero, and where every
+        term is zero the sum is zero whatever the weight (NUMERICS.md section 2: e_zero).
+        Scaled products (MX / NVFP4) and the AMD node kinds can fall below it."""
+        if self.e_zero is None:
+            return True
+        if self.node != "fused" or self.scale_format is not None:
+            return False
+        fa, fb = (resolve_format(f) for f in self.operand_formats)
+        c_emin = min(resolve_format(self.out_format).emin,
+                     resolve_format(self.step_rounding[0]).emin)
+        return self.e_zero <= min(fa.emin + fb.emin, c_emin)
+
+    @property
     def lossless(self) -> bool:
         """True when the cut at ``2^(e_max - F)`` can never drop a bit of any term.
 

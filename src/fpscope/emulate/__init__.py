@@ -43,7 +43,8 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         B: (K, N) likewise, in ``profile.b_format`` where the profile sets it (mixed-input
             instructions; an error names the operand and both formats).
         C: (M, N) values of ``profile.out_format``, or None (zeros).
-        profile: a :class:`fpscope.profile.Profile` (keyword; required).
+        profile: a :class:`fpscope.profile.Profile` or a preset name such as "hopper-fp16"
+            (keyword; required; ``fpscope profiles`` lists the presets).
         pad: pad a K that is not a multiple of ``profile.k`` with zero products (see
             :func:`fpscope.emulate.vectorized.matmul`: not neutral in general).
         engine: "numba" (tiled parallel kernel; profiles it cannot run are refused, see
@@ -65,13 +66,18 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
 
     Raises:
         ValueError: bad shapes, a value not representable in its format (the first is named),
-            K not a multiple of k without ``pad`` (or of ``split_k * k``), an unknown engine,
+            K not a multiple of k without ``pad`` (or of ``split_k * k``), an unknown preset
+            name or engine,
             or ``engine="numba"`` with a profile the kernel cannot run (or without numba);
             block scales missing for a block-scaled profile or given to another, of the wrong
             shape, or not values of the scale format. Each message is one line.
     """
     from . import kernel, library, vectorized
 
+    if isinstance(profile, str):
+        from ..profile import get_profile
+
+        profile = get_profile(profile)  # ValueError for an unknown name
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     A, B, C, scales = vectorized.prepare(A, B, C, profile, pad, scale_a, scale_b)

@@ -82,7 +82,7 @@ def _narrow(x, small):
 def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min):
     """mx[:w] = max over the block's products of e_a + e_b (int8 or int16, the dtype of EA),
     and mn[:w] the min where ``need_min`` (the min only tells whether a product is zero, which
-    matters only where e_zero can decide e_max: kernel._needs_min). The loop over k is unrolled
+    matters only where e_zero can decide e_max: Profile.e_zero_inert). The loop over k is unrolled
     by four so that the loop over j, innermost, vectorises."""
     lo, hi = (-128, 127) if small else (-32000, 32000)
     for j in range(w):
@@ -173,7 +173,7 @@ def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_
     lsb = 2^(e_max - F), the scale sc = 2^-(e_max - F) (clamped to 2^max_scale; 0 for a
     non-finite c, which is carried), c cut at lsb (ct), acc = 0. A product exponent below
     ``zb`` marks a zero product; with ``need_min`` False, mn is not computed and e_zero cannot
-    change e_max (kernel._needs_min), so it is taken whether or not a product is zero."""
+    change e_max (Profile.e_zero_inert), so it is taken whether or not a product is zero."""
     for j in range(w):
         c = src[j]
         finite = c - c == 0
@@ -306,7 +306,7 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
     holds (float32: 126; a larger one only occurs when every product is zero). ``T``: products
     whose cut values sum exactly in int32 (kernel._int32_terms). ``zb``: exponent sums below it
     are zero products (kernel._exponents). ``need_min``: e_zero can decide e_max
-    (kernel._needs_min)."""
+    (Profile.e_zero_inert)."""
     M, K = AV.shape
     N = BV.shape[1]
     nib = (M + MI - 1) // MI

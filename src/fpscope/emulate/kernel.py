@@ -142,15 +142,6 @@ def _int32_terms(profile: Profile) -> int:
     return (2 ** 31 - 1) // top
 
 
-def _needs_min(profile: Profile) -> bool:
-    """Whether e_zero can decide a block's e_max: only where it exceeds the smallest exponent
-    sum ``emin_a + emin_b`` of a nonzero product (leading exponents are clamped to emin). Where
-    it cannot, e_max = max(products, c, e_zero) whether or not a product is zero, and the
-    kernel skips the min over the block's exponent sums (that min only finds zero products)."""
-    fa, fb = _operand_formats(profile)
-    return profile.e_zero is not None and profile.e_zero > fa.emin + fb.emin
-
-
 def _rounding_args(fmt: Format, mode: str, flush: bool):
     """(p, q_lo, max_finite, mode code, tiny, big) of _kernel_jit._round."""
     q_lo = -1000 if flush else fmt.emin - fmt.p + 1
@@ -279,7 +270,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
                     has_out, _rounding_args(fo, mo, profile.flush_outputs),
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
-                    _int32_terms(profile), coding[2], _needs_min(profile),
+                    _int32_terms(profile), coding[2], not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
     finally:
         if threads is not None:

@@ -218,7 +218,12 @@ class MmasimTarget(MatrixTarget):
 
     def __init__(self, preset: str):
         if preset not in MODELS:
-            raise ProbeError(f"no mmasim model for {preset!r}; models: {', '.join(MODELS)}")
+            import difflib
+
+            close = difflib.get_close_matches(preset, list(MODELS), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ProbeError(f"no mmasim model for {preset!r}; {hint}'fpscope profiles' lists "
+                             f"the presets, {len(MODELS)} of which have an mmasim model")
         try:
             self.op = build_model(preset)
         except ImportError:
