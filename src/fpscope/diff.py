@@ -116,8 +116,11 @@ def load_side(spec: str) -> Side:
         raise DiffError(f"{spec}: no such file, and not a preset name{hint}")
     try:
         obj = json_loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DiffError(f"cannot read {spec}: {exc}") from None
+    except OSError as exc:
+        raise DiffError(f"cannot read {spec}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DiffError(f"{spec} is not a text file (records, trees and profiles are JSON)") \
+            from None
     except json.JSONDecodeError as exc:
         raise DiffError(f"{spec} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     try:

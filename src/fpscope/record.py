@@ -273,6 +273,8 @@ def load_record(path) -> dict:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RecordError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path} is not a text file (a record is JSON)") from None
     try:
         rec = json_loads(text)
     except json.JSONDecodeError as exc:

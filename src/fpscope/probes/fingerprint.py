@@ -31,7 +31,8 @@ def run(ctx: Ctx) -> tuple[str, dict]:
 
         if not (is_representable(np.array(A), ctx.fin).all()
                 and is_representable(np.array(B), ctx.fb).all()):
-            raise NotRepresentable(f"the operands are not {ctx.fin.name} / {ctx.fb.name} values")
+            raise NotRepresentable(f"a = -2^13, -0.5, -0.25, -0.125 and b = 2^10, 1, 1, 1 are "
+                                   f"not all {ctx.fin.name} / {ctx.fb.name} values")
     except NotRepresentable as exc:
         return f"fingerprint: not applicable ({exc})", {}
     d = float(ctx.run([row])[0])
