@@ -2,6 +2,11 @@
 docstring for the arithmetic and why each step is exact).
 
 Rounding-mode codes follow ``fpscope.formats.ROUNDING_MODES``: 0 RNE, 1 RZ, 2 RNA, 3 RD, 4 RU.
+
+The exponent range and the cut products are inlined into the GEMM (``inline="always"``): the
+single-thread hopper-fp16 GEMM at 1024^3 ran in 0.217 s against 0.248 s (best of five, run
+alternately in one process on a quiet machine), at no measurable cost in compile time (11.9 s
+against 11.0 s); inlining the block set-up and rounding as well gave no more and doubled it.
 Alignment codes: 0 truncate, 1 floor, 2 nearest.
 """
 
@@ -78,7 +83,7 @@ def _narrow(x, small):
     return np.int8(x) if small else np.int16(x)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min):
     """mx[:w] = max over the block's products of e_a + e_b (int8 or int16, the dtype of EA),
     and mn[:w] the min where ``need_min`` (the min only tells whether a product is zero, which
@@ -124,7 +129,7 @@ def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min):
         kk += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
     """acc[:w] += the block's products a * b cut at the weights 1/sc[:w] (int32, exact;
     unrolled by four as in _exponent_range)."""
