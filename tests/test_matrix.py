@@ -240,6 +240,8 @@ def test_check_output(tmp_path):
         check_output(tmp_path / "file", force=True)
     check_output(tmp_path / "new")
     assert not (tmp_path / "new").exists()  # checking creates nothing
+    with pytest.raises(MatrixError, match="folder .*missing does not exist"):
+        check_output(tmp_path / "missing" / "report")
 
 
 # -- command line -----------------------------------------------------------------------------------

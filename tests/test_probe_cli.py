@@ -1,6 +1,7 @@
 """The probe verb, callable targets, torch.matmul on the CPU, and error paths."""
 
 import json
+import re
 import sys
 import types
 
@@ -49,7 +50,11 @@ def usermod(monkeypatch):
 def test_probe_cli_prints_a_readable_report(capsys):
     rc, out, err = cli(capsys, "probe", "sim:ampere-fp16", "--in-format", "fp16")
     assert rc == 0, err
-    assert "block_size        8" in out and "frac_bits         24" in out
+    # one label column, as wide as the longest label (neg_underflow_sign)
+    assert re.search(r"\n  block_size {9,}8 ", out) and re.search(r"\n  frac_bits {10,}24 ", out)
+    cols = {line.index(line.split()[1]) for line in out.splitlines()
+            if line.startswith("  ") and len(line.split()) > 2 and not line.startswith("  fingerprint")}
+    assert len(cols) == 1, cols
     assert "fp32 RZ" in out and "ACCEPTED" in out and "-> -0.5" in out
     assert "e_zero" in out and "not observable" in out
 

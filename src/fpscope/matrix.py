@@ -369,8 +369,8 @@ _OWN_TREE = re.compile(r"^[A-Z]+\.svg$")
 
 
 def check_output(out_dir, force: bool = False) -> Path:
-    """Refuse an output folder that is a file, or that exists and is not empty without
-    ``force``; creates nothing.
+    """Refuse an output folder that is a file, that exists and is not empty without ``force``,
+    or whose parent folder does not exist; creates nothing.
 
     Raises:
         MatrixError: with a one-line reason.
@@ -380,6 +380,9 @@ def check_output(out_dir, force: bool = False) -> Path:
         raise MatrixError("-o needs a folder name")
     if out.exists() and not out.is_dir():
         raise MatrixError(f"{out} is a file; -o needs a folder")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not out.exists() and not parent.is_dir():  # as every verb: no missing folders made
+        raise MatrixError(f"cannot create {out}: folder {parent} does not exist")
     try:
         nonempty = out.is_dir() and any(out.iterdir())
     except OSError as exc:

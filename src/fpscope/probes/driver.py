@@ -136,6 +136,7 @@ class ProbeReport:
             ins += (f" with {t.get('scale_format') or 'float'} block scales per "
                     f"{t['scale_block_size']}")
         lines = [f"{t['name']}: {ins} inputs, {t['out_format']} output, K = {self.k}"]
+        width = max([17, *(len(f.feature) for f in self.findings)])  # the label column
         for f in self.findings:
             val = f.value if f.value is not None else "-"
             if isinstance(val, list) and f.feature == "step_rounding":
@@ -145,7 +146,7 @@ class ProbeReport:
             tag = "" if f.observable else "  [not observable]"
             if not f.fits:
                 tag += "  [DOES NOT FIT]"
-            lines.append(f"  {f.feature:17s} {val!s:12s} {f.note}{tag}")
+            lines.append(f"  {f.feature:{width}s} {val!s:12s} {f.note}{tag}")
         if self.fingerprint:
             lines.append("  " + self.fingerprint)
         if self.profile is not None:
