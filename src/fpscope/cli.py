@@ -61,23 +61,12 @@ class UsageError(Exception):
 
 
 def _check_new_files(force: bool, *paths) -> None:
-    """Refuse, before any work, an output path that exists (unless ``force``) or whose folder
-    does not exist. None entries (options not given) are skipped.
-
-    Raises:
-        UsageError: one line naming the path.
-    """
-    from pathlib import Path
+    """:func:`fpscope.record.check_new_file` for each given path (None: an option not given)."""
+    from .record import check_new_file
 
     for path in paths:
-        if not path:
-            continue
-        path = Path(path)
-        if path.exists() and not force:
-            raise UsageError(f"{path} exists; choose another name or pass --force to replace it")
-        folder = path.parent if str(path.parent) else Path(".")
-        if not folder.is_dir():
-            raise UsageError(f"cannot write {path}: folder {folder} does not exist")
+        if path:
+            check_new_file(path, force)
 
 
 def _parse_shape(text: str | None):

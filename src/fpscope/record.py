@@ -186,19 +186,29 @@ def _default(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
-def write_record(record: dict, path, overwrite: bool = False) -> Path:
-    """Write ``record`` to ``path`` atomically.
+def check_new_file(path, overwrite: bool = False) -> Path:
+    """Refuse an output path that exists (unless ``overwrite``) or whose folder is missing:
+    every verb checks its outputs with this before it starts work.
 
     Raises:
-        RecordError: the file exists and ``overwrite`` is False, or the folder is missing.
+        RecordError: one line naming the path.
     """
     path = Path(path)
     if path.exists() and not overwrite:
         raise RecordError(f"{path} exists; choose another name or pass --force to replace it")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise RecordError(f"folder {folder} does not exist")
-    return write_text_atomic(path, dumps(record))
+        raise RecordError(f"cannot write {path}: folder {folder} does not exist")
+    return path
+
+
+def write_record(record: dict, path, overwrite: bool = False) -> Path:
+    """Write ``record`` to ``path`` atomically.
+
+    Raises:
+        RecordError: the file exists and ``overwrite`` is False, or the folder is missing.
+    """
+    return write_text_atomic(check_new_file(path, overwrite), dumps(record))
 
 
 def write_text_atomic(path, text: str) -> Path:
