@@ -40,6 +40,19 @@ def test_different_trees_give_subtree_and_a_checked_witness():
     assert replay(a.tree, x, FP32) != replay(b.tree, x, FP32)
 
 
+def test_witness_outputs_are_in_the_ops_output_format():
+    """A record's tree accumulating in fp64 for an fp32 op (OpenBLAS sdot): the witness is
+    replayed to the op's output format and printed as fp32 bits, not the accumulator's."""
+    a = Side("a", tree=SumTree.sequential(16), acc=FP64, out=FP32)
+    b = Side("b", tree=SumTree.pairwise(16), acc=FP64, out=FP32)
+    res = diff_trees(a, b)
+    assert res.witness is not None
+    for side in ("a", "b"):
+        bits = res.witness[side].split()[0]
+        assert len(bits) == 2 + 8, res.witness  # "0x" and eight hex digits
+
+
+
 def test_smallest_subtree_is_local():
     """Trees that differ only in the last four leaves report a 4-leaf subtree or smaller."""
     left = SumTree.pairwise(8).to_json()

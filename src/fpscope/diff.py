@@ -44,6 +44,11 @@ class Side:
     acc: Format | None = None
     node_formats: list | None = None
     profile: Profile | None = None
+    out: Format | None = None  # the op's output format (a record's out_dtype); None: acc
+
+    @property
+    def out_format(self) -> Format | None:
+        return self.out or self.acc
 
     @property
     def kind(self) -> str:
@@ -150,8 +155,11 @@ def side_from_record(rec: dict, label: str) -> Side:
         raise DiffError(f"{label} is a {rec.get('kind')!r} record; diff reads reveal records "
                         f"and profiles")
     tree = SumTree.from_json(rec["tree"])
-    acc, nodes = record_arithmetic(rec, get_format(rec["target"].get("dtype", "fp32")))
-    return Side(label, tree=tree, acc=acc, node_formats=nodes)
+    target = rec["target"]
+    acc, nodes = record_arithmetic(rec, get_format(target.get("dtype", "fp32")))
+    out = target.get("out_dtype") or target.get("dtype")
+    return Side(label, tree=tree, acc=acc, node_formats=nodes,
+                out=get_format(out) if out else None)
 
 
 # -- trees ---------------------------------------------------------------------------------------
@@ -245,7 +253,7 @@ def _replay(side: Side, X) -> np.ndarray:
     from .replay import replay
 
     C = np.zeros(len(X)) if side.tree.has_c else None
-    return replay(side.tree, X, side.acc, side.acc, C=C, node_formats=side.node_formats)
+    return replay(side.tree, X, side.acc, side.out_format, C=C, node_formats=side.node_formats)
 
 
 def _tree_witness(a: Side, b: Side, pair) -> dict | None:
@@ -265,8 +273,8 @@ def _tree_witness(a: Side, b: Side, pair) -> dict | None:
     return {"how": f"FPRev probe x[{i}] = M, x[{j}] = -M, units elsewhere (M = {mask.M:g}, "
                    f"u = {mask.u:g}); checked by replay",
             "input": {"i": int(i), "j": int(j), "M": mask.M, "u": mask.u},
-            "a": f"{_hex([ya], a.acc)[0]} ({float(ya)!r})",
-            "b": f"{_hex([yb], b.acc)[0]} ({float(yb)!r})"}
+            "a": f"{_hex([ya], a.out_format)[0]} ({float(ya)!r})",
+            "b": f"{_hex([yb], b.out_format)[0]} ({float(yb)!r})"}
 
 
 def _random_witness(a: Side, b: Side, seed: int, tries: int = 64) -> dict | None:
@@ -282,8 +290,8 @@ def _random_witness(a: Side, b: Side, seed: int, tries: int = 64) -> dict | None
         if diff.size:
             r = diff[0]
             return {"how": "random input; checked by replay", "input": _hex(X[r], acc),
-                    "a": f"{_hex([ya[r]], a.acc)[0]} ({float(ya[r])!r})",
-                    "b": f"{_hex([yb[r]], b.acc)[0]} ({float(yb[r])!r})"}
+                    "a": f"{_hex([ya[r]], a.out_format)[0]} ({float(ya[r])!r})",
+                    "b": f"{_hex([yb[r]], b.out_format)[0]} ({float(yb[r])!r})"}
     return None
 
 
