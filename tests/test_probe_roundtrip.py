@@ -46,6 +46,12 @@ def test_probe_recovers_preset(name):
     assert v["cases"] >= 2000 and v["accepted"], v["first_mismatch"]
     q = rep.profile
     found = {f.feature: f for f in rep.findings}
+    # the text marks a family's value the node family replaced (the grouped node's F read at
+    # unit scales, the pairwise node's), and nothing else
+    replaced = {f.feature for f in rep.findings if f.fits and f.observable and rep._superseded(f)}
+    assert replaced == ({"frac_bits"} if p.node in ("grouped", "pairwise") else set())
+    text = rep.to_text()
+    assert all(f"[replaced: the profile's {x} is {getattr(q, x)}]" in text for x in replaced)
     assert q.status == "experimental"
     assert (q.in_format, q.b_format) == (p.in_format, p.b_format)
     assert (q.block_size, q.k, q.stages) == (p.block_size, p.k, p.stages)

@@ -34,6 +34,8 @@ do not model: in library mode a failed step rounding is found again from the row
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass, field
 
@@ -116,6 +118,17 @@ class ProbeReport:
     def features(self) -> dict:
         return {f.feature: f.value for f in self.findings}
 
+    def _superseded(self, f: Finding) -> bool:
+        """A family's value that the final profile overrides: a node-kind finding (e.g. the
+        grouped node of NVFP4, found after the fused-block families read F at unit scales)
+        replaced it."""
+        p = self.profile
+        if p is None or f.feature not in {x.name for x in dataclasses.fields(p)}:
+            return False
+        v = f.value
+        return isinstance(v, (int, str)) and not isinstance(v, bool) and \
+            getattr(p, f.feature) != v
+
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA, "target": self.target, "k": self.k,
@@ -146,6 +159,8 @@ class ProbeReport:
             tag = "" if f.observable else "  [not observable]"
             if not f.fits:
                 tag += "  [DOES NOT FIT]"
+            elif f.observable and self._superseded(f):
+                tag += f"  [replaced: the profile's {f.feature} is {getattr(self.profile, f.feature)}]"
             lines.append(f"  {f.feature:{width}s} {val!s:12s} {f.note}{tag}")
         if self.fingerprint:
             lines.append("  " + self.fingerprint)
