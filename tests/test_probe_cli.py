@@ -42,7 +42,13 @@ def usermod(monkeypatch):
         hit = (C < -2.0 ** 40) & (C > -2.0 ** 100) & (m != 0.5)
         return np.where(hit, np.nextafter(D.astype(np.float32), np.float32(0)).astype(float), D)
 
+    mixed = PRESETS["hopper-wgmma-e4m3-e5m2"]
+
+    def mixed_op(A, B, C):  # e4m3 x e5m2: B's values are e5m2, not a's format
+        return matmul(A, B, C, profile=mixed)
+
     mod.good, mod.raises, mod.shape, mod.skewed = good, raises, shape, skewed
+    mod.mixed = mixed_op
     monkeypatch.setitem(sys.modules, "fpscope_probe_user", mod)
     return mod
 
@@ -105,6 +111,17 @@ def test_probe_cli_mixed_input_instruction(capsys):
                        "fp8_e4m3fn", "--cases", "200")
     assert rc == 0, err
     assert "fp8_e4m3fn x fp8_e5m2 inputs" in out.splitlines()[0]
+
+
+def test_gate_re_probes_a_mixed_input_callable(capsys, usermod, tmp_path):
+    """A callable e4m3 x e5m2 op probed with --b-format is re-probed by gate with b's format
+    from the record (not a's), so the unchanged op passes."""
+    base = tmp_path / "mixed.json"
+    rc, _, err = cli(capsys, "probe", "fpscope_probe_user:mixed", "--in-format", "fp8_e4m3fn",
+                     "--b-format", "fp8_e5m2", "--cases", "300", "--record", str(base))
+    assert rc == 0, err
+    rc, out, err = cli(capsys, "gate", str(base))
+    assert rc == 0 and "same arithmetic" in out, out + err
 
 
 def test_probe_callable_fits_and_validation_mismatch_exits_1(capsys, usermod):

@@ -321,11 +321,12 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
             raise GateError(f"{baseline}: bad chain profile: {str(exc).splitlines()[0]}") from None
     try:
         live_target = make_matrix_target(spec, t.get("in_format"), t.get("out_format"),
-                                          k=probe_info.get("k"),
+                                          k=probe_info.get("k"), b_format=t.get("b_format"),
                                           scale_block_size=t.get("scale_block_size"),
                                           scale_format=t.get("scale_format"))
         rep = probe(live_target, t.get("in_format"), t.get("out_format"), k=probe_info.get("k"),
-                    library_k=probe_info.get("library_k"), chain=chain)
+                    library_k=probe_info.get("library_k"), chain=chain,
+                    b_format=t.get("b_format"))
     except ProbeError as exc:
         raise GateError(str(exc)) from None
     if rep.profile is None:
