@@ -3,11 +3,10 @@ docstring for the arithmetic and why each step is exact).
 
 Rounding-mode codes follow ``fpscope.formats.ROUNDING_MODES``: 0 RNE, 1 RZ, 2 RNA, 3 RD, 4 RU.
 
-The exponent range and the cut products are inlined into the GEMM (``inline="always"``): the
-single-thread hopper-fp16 GEMM at 1024^3 ran in 0.217 s against 0.248 s (best of five, run
-alternately in one process on a quiet machine), at no measurable cost in compile time (11.9 s
-against 11.0 s); inlining the block set-up and rounding as well gave no more and doubled it.
-Alignment codes: 0 truncate, 1 floor, 2 nearest.
+The exponent range and the cut products are inlined into the GEMM (``inline="always"``): it
+ran faster so, at no measurable cost in compile time (re-measure with
+``benchmarks/bench_kernel_parts.py``, whose last line is the whole single-thread kernel);
+inlining the block set-up and rounding as well gave no more and doubled the compile time.
 """
 
 from __future__ import annotations
