@@ -54,7 +54,6 @@ def main(argv=None) -> int:
     sc, acc = np.ones(w, np.float32), np.zeros(w, np.int32)
     ct, lsb, run = np.zeros(w), np.ones(w), np.empty(w)
     src = round_to_format(rng.standard_normal(w), resolve_format(p.out_format))
-    small = EA.itemsize == 1
     fout, fstep = resolve_format(p.out_format), resolve_format(p.step_rounding[0])
     sp, sq, smf, smode, stiny, sbig = kernel._rounding_args(fstep, p.step_rounding[1],
                                                             p.flush_outputs)
@@ -72,7 +71,7 @@ def main(argv=None) -> int:
     @njit
     def t_exp(reps, EA, EB, mx, mn):
         for r in range(reps):
-            J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn, small,
+            J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn,
                                need_min)
 
     @njit

@@ -7,12 +7,20 @@ The exponent range and the cut products are inlined into the GEMM (``inline="alw
 ran faster so, at no measurable cost in compile time (re-measure with
 ``benchmarks/bench_kernel_parts.py``, whose last line is the whole single-thread kernel);
 inlining the block set-up and rounding as well gave no more and doubled the compile time.
+
+What selects code inside a loop over j is a compile-time constant there: the exponent width
+(int8 or int16) comes from the arrays' dtype (:func:`_narrow`), and ``need_min`` and the
+alignment are passed as literals to inlined copies of the loop (:func:`_prepare_block`, the
+calls in :func:`gemm_kernel`). Tested per element, they kept the loops on narrower vectors
+and computed every alignment's rounding; ``benchmarks/bench_emulate.py`` measures the
+difference.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 _NONE = -(1 << 30)
 
@@ -75,20 +83,26 @@ def _cut(y, align):
     return np.rint(y)
 
 
-@njit(cache=True, inline="always")
-def _narrow(x, small):
-    """x as int8 (``small``) or int16: the exponent sums stay in the narrow type, so that the
-    loops over j vectorise on 32 or 16 lanes."""
-    return np.int8(x) if small else np.int16(x)
+def _narrow(x, like):
+    """x as the dtype of the array ``like``, int8 or int16 (an overload chosen from the type,
+    so the loops over j vectorise on 64 or 32 lanes with no test of the width inside)."""
+
+
+@overload(_narrow, inline="always")
+def _narrow_ov(x, like):
+    if like.dtype == types.int8:
+        return lambda x, like: np.int8(x)
+    return lambda x, like: np.int16(x)
 
 
 @njit(cache=True, inline="always")
-def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min):
+def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, need_min):
     """mx[:w] = max over the block's products of e_a + e_b (int8 or int16, the dtype of EA),
     and mn[:w] the min where ``need_min`` (the min only tells whether a product is zero, which
-    matters only where e_zero can decide e_max: Profile.e_zero_inert). The loop over k is unrolled
-    by four so that the loop over j, innermost, vectorises."""
-    lo, hi = (-128, 127) if small else (-32000, 32000)
+    matters only where e_zero can decide e_max: Profile.e_zero_inert; the kernel passes it as a
+    constant). The loop over k is unrolled by four so that the loop over j, innermost,
+    vectorises."""
+    lo, hi = (-128, 127) if EA.itemsize == 1 else (-32000, 32000)
     for j in range(w):
         mx[j] = lo
         mn[j] = hi
@@ -104,25 +118,25 @@ def _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min):
         b3 = EB[kb + kk + 3, j0:j0 + w]
         if need_min:
             for j in range(w):
-                p0 = _narrow(a0 + b0[j], small)
-                p1 = _narrow(a1 + b1[j], small)
-                p2 = _narrow(a2 + b2[j], small)
-                p3 = _narrow(a3 + b3[j], small)
+                p0 = _narrow(a0 + b0[j], mx)
+                p1 = _narrow(a1 + b1[j], mx)
+                p2 = _narrow(a2 + b2[j], mx)
+                p3 = _narrow(a3 + b3[j], mx)
                 mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
                 mn[j] = min(mn[j], min(min(p0, p1), min(p2, p3)))
         else:
             for j in range(w):
-                p0 = _narrow(a0 + b0[j], small)
-                p1 = _narrow(a1 + b1[j], small)
-                p2 = _narrow(a2 + b2[j], small)
-                p3 = _narrow(a3 + b3[j], small)
+                p0 = _narrow(a0 + b0[j], mx)
+                p1 = _narrow(a1 + b1[j], mx)
+                p2 = _narrow(a2 + b2[j], mx)
+                p3 = _narrow(a3 + b3[j], mx)
                 mx[j] = max(mx[j], max(max(p0, p1), max(p2, p3)))
         kk += 4
     while kk < L:
         a0 = EA[i, kb + kk]
         b0 = EB[kb + kk, j0:j0 + w]
         for j in range(w):
-            p0 = _narrow(a0 + b0[j], small)
+            p0 = _narrow(a0 + b0[j], mx)
             mx[j] = max(mx[j], p0)
             mn[j] = min(mn[j], p0)
         kk += 1
@@ -173,6 +187,34 @@ def _cut_products(AV, BV, i, kb, L, j0, w, sc, acc, align):
 @njit(cache=True)
 def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
                    zb, need_min):
+    """:func:`_prepare_loop` with ``align`` and ``need_min`` as constants: one loop per case, so
+    that each compiles without the other cases' selects (a loop that tested them per element
+    ran measurably slower: ``benchmarks/bench_emulate.py``)."""
+    if need_min:
+        if align == 0:
+            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                          0, zb, True)
+        elif align == 1:
+            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                          1, zb, True)
+        else:
+            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                          2, zb, True)
+    else:
+        if align == 0:
+            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                          0, zb, False)
+        elif align == 1:
+            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                          1, zb, False)
+        else:
+            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                          2, zb, False)
+
+
+@njit(cache=True, inline="always")
+def _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                  zb, need_min):
     """Per output: e_max of the block (products, c = src[j], e_zero), the cut weight
     lsb = 2^(e_max - F), the scale sc = 2^-(e_max - F) (clamped to 2^max_scale; 0 for a
     non-finite c, which is carried), c cut at lsb (ct), acc = 0. A product exponent below
@@ -329,7 +371,6 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
         w = min(N, j0 + W) - j0
         mx = np.empty(w, EA.dtype)
         mn = np.empty(w, EA.dtype)
-        small = EA.itemsize == 1
         sc = np.empty(w, AV.dtype)
         acc = np.empty(w, np.int32)
         run = np.empty(w, np.float64)
@@ -347,7 +388,10 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
                     src = (zw if c_last else crow) if first else run
                     c_emin = step_emin if (s > 0 or c_last) else out_emin
                     tiny_c = tiny_step if (s > 0 or c_last) else tiny_out
-                    _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, small, need_min)
+                    if need_min:  # a constant in each inlined copy
+                        _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, True)
+                    else:
+                        _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, False)
                     _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
                                    max_scale, align, zb, need_min)
                     for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
