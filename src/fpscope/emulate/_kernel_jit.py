@@ -191,25 +191,26 @@ def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_
     that each compiles without the other cases' selects (a loop that tested them per element
     ran measurably slower: ``benchmarks/bench_emulate.py``)."""
     if need_min:
-        if align == 0:
-            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                          0, zb, True)
-        elif align == 1:
-            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                          1, zb, True)
-        else:
-            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                          2, zb, True)
+        _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
+                         max_scale, align, zb, True)
     else:
-        if align == 0:
-            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                          0, zb, False)
-        elif align == 1:
-            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                          1, zb, False)
-        else:
-            _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                          2, zb, False)
+        _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
+                         max_scale, align, zb, False)
+
+
+@njit(cache=True, inline="always")
+def _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                     zb, need_min):
+    """:func:`_prepare_loop` with ``align`` as a constant (``need_min`` already is one)."""
+    if align == 0:
+        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                      0, zb, need_min)
+    elif align == 1:
+        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                      1, zb, need_min)
+    else:
+        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                      2, zb, need_min)
 
 
 @njit(cache=True, inline="always")
