@@ -366,3 +366,30 @@ def test_bf16_and_tf32_take_float32_only_when_the_data_allows():
     assert kernel._exponent_coding(resolve_format("fp16"), resolve_format("bf16"))[0] == np.int16
     assert kernel._value_dtype(PRESETS["hopper-bf16"].replace(alignment="floor"),
                                np.ones((1, 1)), np.ones((1, 1))) == np.float64
+
+
+@pytest.mark.parametrize("name", ["hopper-fp16", "hopper-bf16", "ampere-fp16",
+                                  "hopper-e4m3-fp16out"])
+def test_float32_running_values(name, monkeypatch):
+    """The float32 running-value path (kernel._run32, the set-up on 16 lanes): Inf in C carried
+    through the chain, the smallest subnormal and the largest c, a row of A that is all zero
+    (so the cut scale of a tiny c, 2^(F + 126), lies beyond float32's range and is applied in
+    two steps), and wide exponents (fp16 outputs overflow mid-chain). Bitwise equal to the
+    numpy engine and to the kernel's float64 path."""
+    p = PRESETS[name]
+    fa, fb, fc = _operand_format(p), _b_format(p), resolve_format(p.out_format)
+    rng = np.random.default_rng(_seed(name, 7))
+    M, N, K = 6, 40, 2 * p.k
+    # every exponent of fp16 / fp8; bf16 as wide as keeps its products in float32 (_value_dtype)
+    A = _values(rng, fa, (M, K), max(fa.emin, -45), min(fa.emax, 45))
+    B = _values(rng, fb, (K, N), max(fb.emin, -45), min(fb.emax, 45))
+    A[1] = 0.0  # every product of row 1 is zero
+    C = _patterns(rng, fc, (M, N))
+    C[1, :4] = [fc.min_subnormal, -fc.min_subnormal, fc.max_finite, 0.0]
+    C[2, 5], C[3, 6] = (np.inf, -np.inf) if fc.has_inf else (fc.max_finite, -fc.max_finite)
+    assert kernel._run32(p, kernel._value_dtype(p, A, B))
+    got = _engines_agree(A, B, C, p)
+    if fc.has_inf:
+        assert got[2, 5] == np.inf and got[3, 6] == -np.inf
+    monkeypatch.setattr(kernel, "_run32", lambda *args: False)
+    _assert_same(kernel.matmul(*prepare(A, B, C, p)[:3], p, **TILE), got, "float64 path")

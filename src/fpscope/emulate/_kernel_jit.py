@@ -191,11 +191,11 @@ def _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_
     that each compiles without the other cases' selects (a loop that tested them per element
     ran measurably slower: ``benchmarks/bench_emulate.py``)."""
     if need_min:
-        _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
-                         max_scale, align, zb, True)
+        _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                         align, zb, True)
     else:
-        _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
-                         max_scale, align, zb, False)
+        _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                         align, zb, False)
 
 
 @njit(cache=True, inline="always")
@@ -203,19 +203,38 @@ def _prepare_aligned(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, ma
                      zb, need_min):
     """:func:`_prepare_loop` with ``align`` as a constant (``need_min`` already is one)."""
     if align == 0:
-        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                      0, zb, need_min)
+        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, 0,
+                      zb, need_min)
     elif align == 1:
-        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                      1, zb, need_min)
+        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, 1,
+                      zb, need_min)
     else:
-        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
-                      2, zb, need_min)
+        _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, 2,
+                      zb, need_min)
+
+
+def _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                  zb, need_min):
+    """The block set-up loop for the running values' dtype (an overload): float64 values
+    (:func:`_prepare_loop64`) or float32 ones (:func:`_prepare_loop32`). ``acc`` has w + 1
+    entries: the float32 loop stores in acc[w] how many c are NaN or Inf (it does not carry
+    them; the kernel puts them back after the rounding), the float64 loop leaves it at 0."""
+
+
+@overload(_prepare_loop, prefer_literal=True)
+def _prepare_loop_ov(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                     zb, need_min):
+    # compiled once per dtype, alignment and need_min (prefer_literal keeps the last two
+    # constants), not inlined: inlined copies of an overload drew NumbaIRAssumptionWarnings
+    loop = _prepare_loop32 if src.dtype == types.float32 else _prepare_loop64
+    return lambda src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align, \
+        zb, need_min: loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale,
+                           align, zb, need_min)
 
 
 @njit(cache=True, inline="always")
-def _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
-                  zb, need_min):
+def _prepare_loop64(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                    zb, need_min):
     """Per output: e_max of the block (products, c = src[j], e_zero), the cut weight
     lsb = 2^(e_max - F), the scale sc = 2^-(e_max - F) (clamped to 2^max_scale; 0 for a
     non-finite c, which is carried), c cut at lsb (ct), acc = 0. A product exponent below
@@ -242,6 +261,57 @@ def _prepare_loop(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_s
 
 
 @njit(cache=True, inline="always")
+def _prepare_loop32(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max_scale, align,
+                    zb, need_min):
+    """:func:`_prepare_loop64` on 16 lanes, for running values that are float32 (every
+    rounding format within float32's, kernel._run32): lsb holds the weight's exponent
+    e_max - F (int32; the rounding builds the weight, :func:`_weight`), ct = c cut at that weight as int32 (below 2^(F+1)), by two exact
+    scalings of the float32 c (2^-lsb can exceed float32's range when every product is zero and
+    c is tiny; a scaling that underflows does so only where the cut value is 0). Every integer
+    is kept int32 (numba would widen it to int64 and halve the lanes). A NaN or Inf c gets
+    sc = ct = 0 and is counted in acc[w]: the caller puts it back after the rounding. Needs
+    1 <= F <= 28, max_scale <= 126, c_emin >= -126 and no floor alignment (kernel._run32)."""
+    tc = np.float32(tiny_c)
+    cemin = np.int32(c_emin)
+    ez32 = np.int32(ez)
+    F32 = np.int32(F)
+    ms = np.int32(max_scale)
+    zb32 = np.int32(zb)
+    none = np.int32(_NONE)
+    bias = np.int32(127)
+    ff = np.int32(0xFF)
+    s23 = np.int32(23)
+    one = np.int32(1)
+    zero = np.int32(0)
+    nonfinite = zero
+    for j in range(w):
+        c = src[j]
+        be = np.int32(np.int32(np.float32(c).view(np.int32) >> s23) & ff)
+        finite = be != ff
+        cz = (c == 0) | (abs(c) < tc)
+        ce = max(np.int32(be - bias), cemin)
+        m = np.int32(mx[j])
+        e = m if m > zb32 else none
+        if need_min:
+            e = max(e, ez32) if ((np.int32(mn[j]) < zb32) | cz) else e
+        else:
+            e = max(e, ez32)
+        e = e if cz else max(e, ce)
+        e = F32 if ((e == none) | (not finite)) else e
+        lo = np.int32(e - F32)
+        lsb[j] = lo
+        up = np.int32(-lo)
+        sc[j] = np.int32(np.int32(min(up, ms) + bias) << s23).view(np.float32) if finite else np.float32(0)
+        h = np.int32(up >> one)
+        t = (c * np.int32(np.int32(h + bias) << s23).view(np.float32)
+             * np.int32(np.int32(np.int32(up - h) + bias) << s23).view(np.float32))
+        ct[j] = zero if (cz | (not finite)) else np.int32(_cut(t, align))
+        acc[j] = zero
+        nonfinite = np.int32(nonfinite + np.int32(not finite))
+    acc[w] = nonfinite
+
+
+@njit(cache=True, inline="always")
 def _bit_round(v, mode, drop, mask):
     """v rounded to ``52 - drop + 1`` significand bits on its float64 bits: RZ clears the
     dropped bits, RNE adds half an ulp minus one plus the kept last bit before clearing (a carry
@@ -252,9 +322,23 @@ def _bit_round(v, mode, drop, mask):
     return np.int64(b & mask).view(np.float64) + 0.0
 
 
+def _weight(lsb, j):
+    """The cut weight of output j: lsb[j] where the set-up stored the weight (float64), or
+    2^lsb[j] where it stored the exponent (int32, :func:`_prepare_loop32`). An overload."""
+
+
+@overload(_weight, inline="always")
+def _weight_ov(lsb, j):
+    if isinstance(lsb.dtype, types.Integer):
+        return lambda lsb, j: _pow2(lsb[j])
+    return lambda lsb, j: lsb[j]
+
+
 @njit(cache=True)
 def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
-    """run[:w] = rho((acc + ct) * lsb): one loop per rounding mode, so that each compiles
+    """run[:w] = rho((acc + ct) * lsb) (``run`` float64, or float32 where every rounding format
+    lies within float32's: kernel._run32; lsb: see :func:`_weight`): one loop per rounding
+    mode, so that each compiles
     with its mode as a constant. RNE and RZ take a bit-level fast path (:func:`_bit_round`)
     whose result is used where it is normal and finite in the target format; any other element
     (overflow, subnormal or flushed results, Inf, NaN) sends the block through :func:`_round`."""
@@ -265,13 +349,13 @@ def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
         nbad = 0
         if mode == 1:
             for j in range(w):
-                v = (np.float64(acc[j]) + ct[j]) * lsb[j]
+                v = (np.float64(acc[j]) + ct[j]) * _weight(lsb, j)
                 r = _bit_round(v, 1, drop, mask)
                 run[j] = r
                 nbad += np.int64(not ((abs(v) >= lo_norm) & (abs(v) < big) & (abs(r) <= mf)))
         else:
             for j in range(w):
-                v = (np.float64(acc[j]) + ct[j]) * lsb[j]
+                v = (np.float64(acc[j]) + ct[j]) * _weight(lsb, j)
                 r = _bit_round(v, 0, drop, mask)
                 run[j] = r
                 nbad += np.int64(not ((abs(v) >= lo_norm) & (abs(v) < big) & (abs(r) <= mf)))
@@ -279,13 +363,16 @@ def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
             return
     if mode == 1:
         for j in range(w):
-            run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, 1, tiny, big)
+            v = (np.float64(acc[j]) + ct[j]) * _weight(lsb, j)
+            run[j] = _round(v, p, q_lo, mf, 1, tiny, big)
     elif mode == 0:
         for j in range(w):
-            run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, 0, tiny, big)
+            v = (np.float64(acc[j]) + ct[j]) * _weight(lsb, j)
+            run[j] = _round(v, p, q_lo, mf, 0, tiny, big)
     else:
         for j in range(w):
-            run[j] = _round((np.float64(acc[j]) + ct[j]) * lsb[j], p, q_lo, mf, mode, tiny, big)
+            v = (np.float64(acc[j]) + ct[j]) * _weight(lsb, j)
+            run[j] = _round(v, p, q_lo, mf, mode, tiny, big)
 
 
 @njit(parallel=True, cache=True)
@@ -341,12 +428,26 @@ def abs_range(X, tiny):
     return np.int64(lo.min()).view(np.float64), np.int64(hi.max()).view(np.float64)
 
 
+def _block_arrays(C, w):
+    """(ct, lsb) of a tile of width w: float64 cut c and weights where the running values are
+    float64, int32 cut c and weight exponents where they are float32 (C's dtype; see
+    :func:`_prepare_loop32`). An overload."""
+
+
+@overload(_block_arrays, inline="always")
+def _block_arrays_ov(C, w):
+    if C.dtype == types.float32:
+        return lambda C, w: (np.empty(w, np.int32), np.empty(w, np.int32))
+    return lambda C, w: (np.empty(w, np.float64), np.empty(w, np.float64))
+
+
 @njit(parallel=True, cache=True)
 def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
                 has_out, outr, flush_in, max_scale, T, zb, need_min, MI, W):
-    """D (M, N) float64 = the GEMM of AV, BV (values) and EA, EB (exponents,
-    :func:`operand_codes`) from C (M, N) float64 (kernel.matmul). D need not be initialised:
-    the first k-chunk reads C, the later ones D.
+    """D (M, N) = the GEMM of AV, BV (values) and EA, EB (exponents, :func:`operand_codes`)
+    from C (M, N) (kernel.matmul). C and D are float64, or float32 where every value the chain
+    rounds to lies within float32 (kernel._run32: the block set-up then runs on 16 lanes). D
+    need not be initialised: the first k-chunk reads C, the later ones D.
 
     ``step``, ``outr``: (p, q_lo, max_finite, mode, tiny, big) of the step and output roundings
     (:func:`_round`). ``max_scale``: the largest exponent of a scale 2^-lsb the value dtype
@@ -373,11 +474,11 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
         mx = np.empty(w, EA.dtype)
         mn = np.empty(w, EA.dtype)
         sc = np.empty(w, AV.dtype)
-        acc = np.empty(w, np.int32)
-        run = np.empty(w, np.float64)
-        ct = np.empty(w, np.float64)
-        lsb = np.empty(w, np.float64)
-        zw = np.zeros(w, np.float64)
+        acc = np.zeros(w + 1, np.int32)  # acc[w]: NaN / Inf c counted by _prepare_loop32
+        run = np.empty(w, C.dtype)
+        keep = np.empty(w, C.dtype)  # the c of a block that has a NaN or Inf c (float32 run)
+        ct, lsb = _block_arrays(C, w)
+        zw = np.zeros(w, C.dtype)
         direct = not c_last and not has_out  # the last step writes D itself
         for kc in range(0, K, k):
             for i in range(i0, i1):
@@ -395,6 +496,9 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
                         _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, False)
                     _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
                                    max_scale, align, zb, need_min)
+                    nonfinite = acc[w]
+                    if nonfinite:
+                        keep[:] = src
                     for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
                         _cut_products(AV, BV, i, kb + sub, min(T, L - sub), j0, w, sc, acc,
                                       align)
@@ -404,6 +508,10 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
                                 acc[j] = 0
                     dst = drow if (direct and s == S - 1) else run
                     _finish(dst, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
+                    if nonfinite:  # a NaN or Inf c is carried
+                        for j in range(w):
+                            if keep[j] - keep[j] != 0:
+                                dst[j] = keep[j]
                 if c_last:  # d = rho(d + c), one rounding
                     for j in range(w):
                         run[j] = _round(_sum_round_to_odd(run[j], crow[j]),

@@ -29,6 +29,10 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   :func:`fpscope.formats.round_to_format` (overflow ``inf``) with the reference's rules: +-Inf
   when ``|x| >= 2^(emax + 1)`` in every mode, subnormal results flushed under ``flush_outputs``,
   ``-0 -> +0``.
+* The running values (C, each step's result, D) are float32 wherever every value they can take
+  converts exactly (:func:`_run32`: every rounding format within float32's, float32 products,
+  no NaN in C, whose payload float64 carries unchanged); the block set-up then works on 16
+  lanes (``_kernel_jit._prepare_loop32``) instead of float64's 8. A NaN or Inf c is carried.
 * Outputs whose row of A or column of B holds NaN or Inf are recomputed by the vectorised engine;
   a non-finite c (or a step that overflowed) is carried, as the reference does when the products
   are finite.
@@ -94,6 +98,20 @@ def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | 
     if hi_a * hi_b <= 2.0 ** 124 and lo_a * lo_b >= 2.0 ** (profile.frac_bits - 124):
         return np.float32
     return np.float64
+
+
+def _run32(profile: Profile, vt) -> bool:
+    """Whether the kernel can keep the running values (C, each step's result, D) in float32,
+    which puts the block set-up on 16 lanes (``_kernel_jit._prepare_loop32``): float32
+    products (``vt``, which also rules out floor alignment), every rounding format and C's
+    format within float32 (at most 24 significand bits, emin >= -126, emax <= 127, so each
+    value converts exactly), and 1 <= F (so that a scale ``2^-lsb`` of a nonzero product or c
+    is a normal float32)."""
+    fmts = [resolve_format(profile.out_format), resolve_format(profile.step_rounding[0])]
+    if profile.output_rounding is not None:
+        fmts.append(resolve_format(profile.output_rounding[0]))
+    return (vt == np.float32 and profile.frac_bits >= 1 and profile.alignment != "floor"
+            and all(f.p <= 24 and f.emin >= -126 and f.emax <= 127 for f in fmts))
 
 
 def unsupported(profile: Profile) -> str | None:
@@ -263,8 +281,12 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         AV, EA, bad_rows = _codes(A, fa, profile.flush_inputs, coding, vt, True)
         BV, EB, bad_cols = _codes(B, fb, profile.flush_inputs, coding, vt, False)
         C = np.ascontiguousarray(C, dtype=np.float64)
-        D = np.empty(C.shape)  # the kernel's first k-chunk reads C
-        gemm_kernel(AV, EA, BV, EB, C, D,
+        # float32 running values where they convert exactly; a NaN in C keeps float64, which
+        # carries its payload bits unchanged
+        rt = np.float32 if _run32(profile, vt) and not np.isnan(C).any() else np.float64
+        Ck = C.astype(rt, copy=False)
+        D = np.empty(C.shape, rt)  # the kernel's first k-chunk reads C
+        gemm_kernel(AV, EA, BV, EB, Ck, D,
                     k, profile.block_size, profile.frac_bits, align, ez,
                     profile.c_entry == "last", fout.emin, fstep.emin,
                     _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
@@ -275,6 +297,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     finally:
         if threads is not None:
             numba.set_num_threads(old)
+    D = D.astype(np.float64, copy=False)
     if len(bad_rows) or len(bad_cols):
         from .vectorized import matmul as vmatmul
 
