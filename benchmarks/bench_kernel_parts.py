@@ -51,9 +51,14 @@ def main(argv=None) -> int:
     BV, EB, _ = kernel._codes(B, fb, p.flush_inputs, coding, np.float32, False)
     w = min(W, n)
     mx, mn = np.empty(w, EA.dtype), np.empty(w, EA.dtype)
-    sc, acc = np.ones(w, np.float32), np.zeros(w, np.int32)
-    ct, lsb, run = np.zeros(w), np.ones(w), np.empty(w)
-    src = round_to_format(rng.standard_normal(w), resolve_format(p.out_format))
+    sc, acc = np.ones(w, np.float32), np.zeros(w + 1, np.int32)
+    # the running values' dtype the kernel takes for this preset (kernel._run32): float32
+    # running values keep the cut c and the weight exponent as int32
+    rt = np.float32 if kernel._run32(p, np.float32) else np.float64
+    bt = np.int32 if rt == np.float32 else np.float64
+    ct, run = np.zeros(w, bt), np.empty(w, rt)
+    lsb = np.zeros(w, bt) if bt == np.int32 else np.ones(w)  # weight 2^0 (the set-up refills it)
+    src = round_to_format(rng.standard_normal(w), resolve_format(p.out_format)).astype(rt)
     fout, fstep = resolve_format(p.out_format), resolve_format(p.step_rounding[0])
     sp, sq, smf, smode, stiny, sbig = kernel._rounding_args(fstep, p.step_rounding[1],
                                                             p.flush_outputs)
@@ -106,7 +111,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     kernel.matmul(A, B, whole, p, threads=1)
     whole_s = time.perf_counter() - t0
-    print(f"{args.preset}, n = {n}: {calls} calls of each step (single thread)")
+    print(f"{args.preset}, n = {n}: {calls} calls of each step (single thread, "
+          f"{np.dtype(rt).name} running values)")
     print(f"{'step':16s} {'seconds':>8s} {'share':>6s}")
     for (name, _, _), s in zip(parts, secs):
         print(f"{name:16s} {s:8.3f} {s / total:6.0%}")

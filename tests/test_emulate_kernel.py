@@ -393,3 +393,14 @@ def test_float32_running_values(name, monkeypatch):
         assert got[2, 5] == np.inf and got[3, 6] == -np.inf
     monkeypatch.setattr(kernel, "_run32", lambda *args: False)
     _assert_same(kernel.matmul(*prepare(A, B, C, p)[:3], p, **TILE), got, "float64 path")
+
+
+def test_every_kernel_preset_keeps_float32_running_values():
+    """Every preset the kernel runs takes the float32 running values (the 16-lane set-up) on
+    ordinary data, as README's benchmark paragraph says; floor alignment does not."""
+    one = np.ones((1, 1))
+    slow = [n for n in SUPPORTED
+            if not kernel._run32(PRESETS[n], kernel._value_dtype(PRESETS[n], one, one))]
+    assert SUPPORTED and not slow, slow
+    floor = PRESETS["hopper-fp16"].replace(alignment="floor")
+    assert not kernel._run32(floor, kernel._value_dtype(floor, one, one))
