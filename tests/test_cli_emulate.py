@@ -203,3 +203,27 @@ def test_emulate_block_scaled(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["emulate", "--help"])
     assert "--scale-a SA.npy --scale-b SB.npy" in capsys.readouterr().out
+
+
+def test_emulate_progress_bar(capsys, monkeypatch, tmp_path):
+    """The rows bar: nothing without a terminal or with --quiet; on a terminal, a bar that
+    counts D's rows (here shown at once: delay 0) and is cleared when done."""
+    from fpscope import cli as cli_mod
+
+    assert cli_mod._rows_progress(True)[0] is None
+    assert cli_mod._rows_progress(False)[0] is None  # pytest's stderr is not a terminal
+    monkeypatch.setattr(type(__import__("sys").stderr), "isatty", lambda self: True,
+                        raising=False)
+    cb, finish = cli_mod._rows_progress(False, delay=0.0)
+    assert cb is not None
+    cb(64, 150)
+    cb(150, 150)
+    finish()
+    assert "emulating rows of D" in capsys.readouterr().err
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "A.npy", rng.standard_normal((130, 16)).astype(np.float16))
+    np.save(tmp_path / "B.npy", rng.standard_normal((16, 3)).astype(np.float16))
+    code, _, err = cli(capsys, "emulate", "--profile", "hopper-fp16", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy", "--quiet")
+    assert code == 0 and "emulating" not in err, err
+    assert np.load(tmp_path / "D.npy").shape == (130, 3)

@@ -328,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--out-format", choices=["fp32", "fp16", "bf16"], help="epilogue output "
                     "type (rounded through fp32, as cuBLAS does; bf16 is stored as float32)")
     em.add_argument("--force", action="store_true", help="replace an existing output file")
+    em.add_argument("--quiet", action="store_true", help="no progress bar")
 
     mx = sub.add_parser(
         "matrix", help="reveal a suite of ops x dtypes x sizes x layouts x threads; HTML report",
@@ -799,6 +800,38 @@ def _load_matrix(path: str, what: str):
     return arr.astype(np.float64)  # widening is exact
 
 
+def _rows_progress(quiet: bool, delay: float = 1.0):
+    """A rich progress bar over D's rows on stderr (a terminal only), shown once an emulated
+    GEMM has run for ``delay`` seconds; (callback for ``emulate.matmul(progress=)``, finish)."""
+    if quiet or not sys.stderr.isatty():
+        return None, lambda: None
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+
+    state = {"prog": None, "task": None, "t0": time.perf_counter()}
+
+    def cb(done, total):
+        if state["prog"] is None:
+            if time.perf_counter() - state["t0"] < delay:
+                return
+            state["prog"] = Progress(TextColumn("emulating rows of D"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     TimeRemainingColumn(), console=Console(stderr=True),
+                                     transient=True)
+            state["task"] = state["prog"].add_task("emulate", total=total)
+            state["prog"].start()
+        state["prog"].update(state["task"], completed=done)
+
+    def finish():
+        if state["prog"] is not None:
+            state["prog"].stop()
+
+    return cb, finish
+
+
 def cmd_emulate(args) -> int:
     from pathlib import Path
 
@@ -823,14 +856,17 @@ def cmd_emulate(args) -> int:
         raise UsageError(f"{profile.name} has no block scales: drop --scale-a / --scale-b")
     SA = _load_matrix(args.scale_a, "scale_a") if scaled else None
     SB = _load_matrix(args.scale_b, "scale_b") if scaled else None
+    cb, finish = _rows_progress(args.quiet)
     try:
         D = matmul(A, B, C, profile=profile, pad=args.pad, engine=args.engine,
                    threads=args.threads, alpha=args.alpha, out_format=args.out_format,
-                   scale_a=SA, scale_b=SB)
+                   scale_a=SA, scale_b=SB, progress=cb)
     except ValueError as exc:
         msg = str(exc).splitlines()[0].replace("pass pad=True", "pass --pad").replace(
             " see matmul's docstring", " see --help")
         raise UsageError(msg) from None
+    finally:
+        finish()
     out_name = args.out_format or profile.out_format
     dtype = {"fp32": np.float32, "fp16": np.float16, "bf16": np.float32}.get(out_name,
                                                                               np.float64)

@@ -21,7 +21,7 @@ AUTO_NUMBA_FROM = 1 << 21
 
 def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
            threads: int | None = None, alpha: float = 1.0, out_format: str | None = None,
-           scale_a=None, scale_b=None):
+           scale_a=None, scale_b=None, progress=None):
     """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``, bit-exact.
 
     K is walked in k-chunks in order; instruction j computes
@@ -60,6 +60,9 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
             use a NaN scale are NaN), scale_a[m, j] scaling ``A[m, j*s:(j+1)*s]``; scale_b a
             (K // s, N) array, scale_b[j, n] scaling ``B[j*s:(j+1)*s, n]``. K must be a
             multiple of s. With ``pad``, the padded blocks take scale 1.
+        progress: None, or ``progress(rows_done, M)``, called after each band of rows of D
+            (about 20 bands; each row of D depends only on its rows of A, C and scale_a, so
+            the bands give the same bits as one call).
 
     Returns:
         float64 array (M, N) of values of the output format (NaN as float NaN).
@@ -97,8 +100,23 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
     else:
         def chain(a, b, c, p, s=None):
             return vectorized.gemm_prepared(a, b, c, p, scales=s)
-    D = (library.library_gemm(A, B, C, profile, chain, scales) if layered
-         else chain(A, B, C, profile, scales))
+    def rows(a, c, sc):
+        return (library.library_gemm(a, B, c, profile, chain, sc) if layered
+                else chain(a, B, c, profile, sc))
+
+    if progress is None:
+        D = rows(A, C, scales)
+    else:
+        import numpy as np
+
+        M = A.shape[0]
+        band = -(-max(1, -(-M // 20)) // 64) * 64  # ~20 bands of whole 64-row kernel tiles
+        D = np.empty(C.shape)
+        for r0 in range(0, M, band):
+            r1 = min(M, r0 + band)
+            sc = None if scales is None else (scales[0][r0:r1], scales[1])
+            D[r0:r1] = rows(A[r0:r1], C[r0:r1], sc)
+            progress(r1, M)
     if alpha != 1.0 or out_format is not None:
         D = library.epilogue(D, alpha, out_format)
     return D
