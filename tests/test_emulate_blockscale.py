@@ -417,7 +417,7 @@ def test_progress_bands_give_the_same_bits(engine):
     if engine == "numpy":
         cases.append((PRESETS["rtx-blackwell-nvfp4"], "scaled"))
     for p, scaled in cases:
-        M = 150  # three bands of 64 rows, the last one ragged
+        M = 300  # one thread: bands of 128 rows (two tiles), the last one ragged
         if scaled:
             A, B, C, SA, SB = _gemm_operands(p, rng, M, 2 * p.k, 5)
         else:
@@ -425,8 +425,21 @@ def test_progress_bands_give_the_same_bits(engine):
             B = round_to_format(rng.standard_normal((4 * p.k, 5)), resolve_format(p.in_format))
             C, SA, SB = None, None, None
         calls = []
-        got = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB,
+        got = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB, threads=1,
                      progress=lambda done, total: calls.append((done, total)))
         want = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB)
         assert np.array_equal(got.view(np.int64), want.view(np.int64)), p.name
-        assert calls == [(64, M), (128, M), (M, M)], calls
+        assert calls == [(128, M), (256, M), (M, M)], calls
+
+
+def test_progress_bands_keep_every_core_busy():
+    """Bands are about M / 20 rows of whole 64-row tiles, but hold at least two tiles per
+    thread, so a GEMM with progress runs on every core."""
+    from fpscope.emulate import _band_rows
+
+    assert _band_rows(4096, 4096, 2) == 256  # 4096 / 20 rounded up to tiles
+    assert _band_rows(4096, 1024, 16) == 2048  # one column tile: 32 row tiles for 16 threads
+    assert _band_rows(100, 5000, 1) == 64
+    for M, N, t in ((50, 3, 1), (10 ** 5, 10 ** 4, 64), (4096, 200, 8)):
+        band = _band_rows(M, N, t)
+        assert band % 64 == 0 and (band // 64) * -(-N // 1024) >= 2 * t

@@ -61,8 +61,8 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
             (K // s, N) array, scale_b[j, n] scaling ``B[j*s:(j+1)*s, n]``. K must be a
             multiple of s. With ``pad``, the padded blocks take scale 1.
         progress: None, or ``progress(rows_done, M)``, called after each band of rows of D
-            (about 20 bands; each row of D depends only on its rows of A, C and scale_a, so
-            the bands give the same bits as one call).
+            (:func:`_band_rows`; each row of D depends only on its rows of A, C and scale_a,
+            so the bands give the same bits as one call).
 
     Returns:
         float64 array (M, N) of values of the output format (NaN as float NaN).
@@ -110,7 +110,7 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         import numpy as np
 
         M = A.shape[0]
-        band = -(-max(1, -(-M // 20)) // 64) * 64  # ~20 bands of whole 64-row kernel tiles
+        band = _band_rows(M, B.shape[1], threads)
         D = np.empty(C.shape)
         for r0 in range(0, M, band):
             r1 = min(M, r0 + band)
@@ -120,6 +120,20 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
     if alpha != 1.0 or out_format is not None:
         D = library.epilogue(D, alpha, out_format)
     return D
+
+
+def _band_rows(M: int, N: int, threads: int | None) -> int:
+    """Rows per band of a GEMM run with progress: about M / 20, in whole kernel tiles
+    (``kernel.TILE_ROWS``), and enough tiles per band (two per thread) that the numba kernel
+    still uses every core."""
+    import os
+
+    from .kernel import TILE_COLS, TILE_ROWS
+
+    cores = threads or os.cpu_count() or 1
+    col_tiles = max(1, -(-N // TILE_COLS))
+    least = TILE_ROWS * -(-2 * cores // col_tiles)
+    return max(least, -(-max(1, -(-M // 20)) // TILE_ROWS) * TILE_ROWS)
 
 
 def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto", scale_a=None,

@@ -231,8 +231,13 @@ def _prefer_wide_vectors() -> None:
         return
 
 
+#: The default tile of one parallel task: rows of A by columns of B.
+TILE_ROWS, TILE_COLS = 64, 1024
+
+
 def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
-           rows: int = 64, cols: int = 1024, threads: int | None = None) -> np.ndarray:
+           rows: int = TILE_ROWS, cols: int = TILE_COLS,
+           threads: int | None = None) -> np.ndarray:
     """``D = A @ B + C`` as a chain of ``profile`` instructions, bitwise equal to
     :func:`fpscope.emulate.vectorized.matmul`.
 
