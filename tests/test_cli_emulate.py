@@ -207,14 +207,14 @@ def test_emulate_block_scaled(capsys, tmp_path):
 
 def test_emulate_progress_bar(capsys, monkeypatch, tmp_path):
     """The rows bar: nothing without a terminal or with --quiet; on a terminal, a bar that
-    counts D's rows (here shown at once: delay 0) and is cleared when done."""
+    counts D's rows and is cleared when done."""
     from fpscope import cli as cli_mod
 
     assert cli_mod._rows_progress(True)[0] is None
     assert cli_mod._rows_progress(False)[0] is None  # pytest's stderr is not a terminal
     monkeypatch.setattr(type(__import__("sys").stderr), "isatty", lambda self: True,
                         raising=False)
-    cb, finish = cli_mod._rows_progress(False, delay=0.0)
+    cb, finish = cli_mod._rows_progress(False)
     assert cb is not None
     cb(64, 150)
     cb(150, 150)

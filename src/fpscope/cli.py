@@ -800,36 +800,26 @@ def _load_matrix(path: str, what: str):
     return arr.astype(np.float64)  # widening is exact
 
 
-def _rows_progress(quiet: bool, delay: float = 1.0):
-    """A rich progress bar over D's rows on stderr (a terminal only), shown once an emulated
-    GEMM has run for ``delay`` seconds; (callback for ``emulate.matmul(progress=)``, finish)."""
+def _rows_progress(quiet: bool):
+    """A rich progress bar over D's rows on stderr (a terminal only), started at once so that
+    its clock runs while numba compiles the kernel on a profile's first use (tens of seconds,
+    then cached); (callback for ``emulate.matmul(progress=)``, finish)."""
     if quiet or not sys.stderr.isatty():
         return None, lambda: None
-    import time
-
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.progress import TimeElapsedColumn, TimeRemainingColumn
 
-    state = {"prog": None, "task": None, "t0": time.perf_counter()}
+    prog = Progress(TextColumn("emulating rows of D"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                    transient=True)
+    task = prog.add_task("emulate", total=None)
+    prog.start()
 
     def cb(done, total):
-        if state["prog"] is None:
-            if time.perf_counter() - state["t0"] < delay:
-                return
-            state["prog"] = Progress(TextColumn("emulating rows of D"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(),
-                                     TimeRemainingColumn(), console=Console(stderr=True),
-                                     transient=True)
-            state["task"] = state["prog"].add_task("emulate", total=total)
-            state["prog"].start()
-        state["prog"].update(state["task"], completed=done)
+        prog.update(task, completed=done, total=total)
 
-    def finish():
-        if state["prog"] is not None:
-            state["prog"].stop()
-
-    return cb, finish
+    return cb, prog.stop
 
 
 def cmd_emulate(args) -> int:
