@@ -39,7 +39,7 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
 
 Profiles the kernel does not handle (see :func:`unsupported`) go to the vectorised engine.
 Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
-the first k-chunk reads C, the later ones the running D (C is not copied);
+the first k-chunk reads C, the later ones the running D (C is not copied into D);
 inside a tile, each k-chunk of B (k x cols values and exponents) stays in cache while every row
 of the tile runs its instruction; the innermost loops run over the tile's columns, contiguous in
 memory, so they compile to SIMD code. Compilation is cached on disk (``cache=True``).
