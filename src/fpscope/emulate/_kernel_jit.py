@@ -265,9 +265,10 @@ def _prepare_loop32(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max
                     zb, need_min):
     """:func:`_prepare_loop64` on 16 lanes, for running values that are float32 (every
     rounding format within float32's, kernel._run32): lsb holds the weight's exponent
-    e_max - F (int32; the rounding builds the weight, :func:`_weight`), ct = c cut at that weight as int32 (below 2^(F+1)), by two exact
-    scalings of the float32 c (2^-lsb can exceed float32's range when every product is zero and
-    c is tiny; a scaling that underflows does so only where the cut value is 0). Every integer
+    e_max - F (int32; the rounding builds the weight, :func:`_weight`), ct = c cut at that
+    weight as int32 (below 2^(F+1)), by two exact scalings of the float32 c (2^-lsb can exceed
+    float32's range when every product is zero and c is tiny; a scaling that underflows does
+    so only where the cut value is 0). Every integer
     is kept int32 (numba would widen it to int64 and halve the lanes). A NaN or Inf c gets
     sc = ct = 0 and is counted in acc[w]: the caller puts it back after the rounding. Needs
     1 <= F <= 28, max_scale <= 126, c_emin >= -126 and no floor alignment (kernel._run32)."""
@@ -301,7 +302,8 @@ def _prepare_loop32(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max
         lo = np.int32(e - F32)
         lsb[j] = lo
         up = np.int32(-lo)
-        sc[j] = np.int32(np.int32(min(up, ms) + bias) << s23).view(np.float32) if finite else np.float32(0)
+        sc[j] = (np.int32(np.int32(min(up, ms) + bias) << s23).view(np.float32) if finite
+                 else np.float32(0))
         h = np.int32(up >> one)
         t = (c * np.int32(np.int32(h + bias) << s23).view(np.float32)
              * np.int32(np.int32(np.int32(up - h) + bias) << s23).view(np.float32))
@@ -336,12 +338,12 @@ def _weight_ov(lsb, j):
 
 @njit(cache=True)
 def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
-    """run[:w] = rho((acc + ct) * lsb) (``run`` float64, or float32 where every rounding format
-    lies within float32's: kernel._run32; lsb: see :func:`_weight`): one loop per rounding
-    mode, so that each compiles
-    with its mode as a constant. RNE and RZ take a bit-level fast path (:func:`_bit_round`)
-    whose result is used where it is normal and finite in the target format; any other element
-    (overflow, subnormal or flushed results, Inf, NaN) sends the block through :func:`_round`."""
+    """run[:w] = rho((acc + ct) * lsb) (``run`` float64, or float32 where every rounding format lies
+    within float32's: kernel._run32; lsb: see :func:`_weight`): one loop per rounding mode, so that
+    each compiles with its mode as a constant. RNE and RZ take a bit-level fast path
+    (:func:`_bit_round`) whose result is used where it is normal and finite in the target format;
+    any other element (overflow, subnormal or flushed results, Inf, NaN) sends the block through
+    :func:`_round`."""
     if mode <= 1:
         drop = 52 - (p - 1)
         mask = ~((np.int64(1) << drop) - 1)
