@@ -85,7 +85,10 @@ def test_block_scaled_presets():
                 ("ue4m3", 16) if n.endswith("nvfp4") else ("e8m0", 32))
         assert not p.lossless
         check_exact(p)
-        assert kernel.unsupported(p).startswith("block scales")
+        if p.node == "fused":  # the kernel folds the scales into the operands
+            assert kernel.unsupported(p) is None
+        else:
+            assert kernel.unsupported(p).startswith("the grouped node")
 
 
 def test_old_profile_json_has_no_block_scales():
@@ -209,6 +212,99 @@ def test_random_block_scaled_profiles(node, G, groups, stages, blocks, F, e_zero
     _agree(a, b, c, _scales(rng, fs, (n, nb), kind), _scales(rng, fs, (n, nb), kind), p)
 
 
+# -- the numba kernel (fused node: scales folded into the operands) ---------------------------
+
+KERNEL_SCALED = [n for n in SCALED if PRESETS[n].node == "fused"]
+
+
+def _kernel_equals_numpy(p, rng, kind, M=9, N=40, chunks=3):
+    """A GEMM of random operand patterns and ``kind`` scales (:func:`_scales`) through the
+    kernel (small ragged tiles) and the numpy engine; returns the value dtype the kernel took
+    for the products (float32 or float64)."""
+    from fpscope.emulate.vectorized import gemm_prepared, prepare
+
+    fa, fb = (resolve_format(f) for f in p.operand_formats)
+    fs = resolve_format(p.scale_format)
+    K, s = chunks * p.k, p.scale_block_size
+    fin = kind != "bits"
+    A, B = _patterns(rng, fa, (M, K), fin), _patterns(rng, fb, (K, N), fin)
+    A = np.where(rng.random((M, K)) < 0.1, 0.0, A)
+    C = _patterns(rng, resolve_format(p.out_format), (M, N), True)
+    if kind in ("tiny", "unit"):  # cancelling pairs against equal rows of B, zero c
+        A[:, 1::2], B[1::2] = -A[:, 0::2], B[0::2]
+        C[: M // 2] = 0.0
+    SA, SB = _scales(rng, fs, (M, K // s), kind), _scales(rng, fs, (K // s, N), kind)
+    A, B, C, scales = prepare(A, B, C, p, scale_a=SA, scale_b=SB)
+    want = gemm_prepared(A, B, C, p, scales=scales)
+    got = kernel.matmul(A, B, C, p, rows=3, cols=16, scales=scales)
+    bad = (got.view(np.int64) != want.view(np.int64)) & ~(np.isnan(got) & np.isnan(want))
+    if bad.any():
+        i = tuple(int(x) for x in np.argwhere(bad)[0])
+        raise AssertionError(f"{p.name} ({kind} scales): {int(bad.sum())} outputs differ; "
+                             f"first {i}: kernel {got[i]!r}, numpy engine {want[i]!r}")
+    return kernel._value_dtype(p, A, B, (*scales, s))
+
+
+@pytest.mark.parametrize("name", KERNEL_SCALED)
+@pytest.mark.parametrize("kind", ["bits", "finite", "extreme", "tiny", "unit"])
+def test_kernel_runs_fused_block_scaled_presets(name, kind):
+    """Every fused MX preset on the numba kernel equals the numpy engine bit for bit against
+    every kind of scale: NaN scales (their rows / columns recomputed by numpy), extreme
+    exponents (products far below fp32 and Inf), the smallest ones, scales near 1 with
+    cancelling operands. Both value dtypes of the products occur."""
+    p = PRESETS[name]
+    vt = _kernel_equals_numpy(p, np.random.default_rng([sum(map(ord, name)), len(kind)]), kind)
+    assert vt == (np.float32 if kind == "unit" else np.float64)
+
+
+def test_kernel_folds_scales_like_the_numpy_engine():
+    """The folding's corners: ue4m3 scales (4-bit significands: sums in runs of 4 int32 terms,
+    float32 products of 2 x (p + 4) bits), subnormal operands under flush_inputs (a folded
+    flushed value is still a zero term), a product order (k_order permutes the scales with
+    their elements) and other alignments and block sizes."""
+    mx8, mx4 = PRESETS["blackwell-tcgen05-mxfp8-e5m2"], PRESETS["blackwell-tcgen05-mxfp4-f8f6f4"]
+    assert kernel._int32_terms(mx4.replace(scale_format="ue4m3", scale_block_size=16)) == 4
+    variants = [mx4.replace(scale_format="ue4m3", scale_block_size=16),
+                PRESETS["rtx-blackwell-mxfp8-e4m3"].replace(scale_format="ue4m3",
+                                                            scale_block_size=8),
+                PRESETS["blackwell-tcgen05-mxfp8-e4m3"].replace(flush_inputs=True),
+                mx8.replace(k_order=tuple(int(i) for i in
+                                          np.random.default_rng(1).permutation(32))),
+                mx8.replace(alignment="nearest"), mx8.replace(block_size=8, e_zero=None)]
+    seen = set()
+    for i, p in enumerate(variants):
+        for kind in ("bits", "extreme", "tiny", "unit"):
+            seen.add(_kernel_equals_numpy(p, np.random.default_rng([i, len(kind)]), kind))
+    assert seen == {np.float32, np.float64}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stages=st.integers(1, 3), L=st.sampled_from([1, 2, 4, 8, 16]), F=st.integers(3, 27),
+       e_zero=st.one_of(st.none(), st.integers(-300, 10)),
+       alignment=st.sampled_from(["truncate", "floor", "nearest"]),
+       step=st.sampled_from(_STEPS), a_fmt=st.sampled_from(_FORMATS[:5]),
+       b_fmt=st.one_of(st.none(), st.sampled_from(_FORMATS[:5])),
+       scale=st.sampled_from(SCALE_FORMATS), flush_in=st.booleans(), flush_out=st.booleans(),
+       c_last=st.booleans(), kind=st.sampled_from(["bits", "finite", "extreme", "tiny", "unit"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_kernel_random_block_scaled_profiles(stages, L, F, e_zero, alignment, step, a_fmt,
+                                             b_fmt, scale, flush_in, flush_out, c_last, kind,
+                                             seed):
+    """Random fused block-scaled profiles the kernel runs: the kernel equals the numpy engine
+    bit for bit (scale blocks of any divisor of k)."""
+    k = L * stages
+    rng = np.random.default_rng(seed)
+    sbs = [d for d in range(1, k + 1) if k % d == 0]
+    p = Profile(name="random", arch="test", in_format=a_fmt, out_format="fp32", block_size=L,
+                k=k, frac_bits=F, alignment=alignment, e_zero=e_zero, step_rounding=step,
+                flush_inputs=flush_in, flush_outputs=flush_out, b_format=b_fmt,
+                c_entry="last" if c_last else "first", scale_format=scale,
+                scale_block_size=sbs[int(rng.integers(len(sbs)))])
+    if kernel.unsupported(p) is not None:
+        return
+    _kernel_equals_numpy(p, rng, kind, M=5, N=19, chunks=2)
+
+
 # -- hand-computed answers ----------------------------------------------------------------------
 
 def _one(p, products, c, sa, sb):
@@ -325,7 +421,7 @@ def test_matmul_and_dot_equal_the_reference_loop(name):
     rng = np.random.default_rng(5)
     A, B, C, SA, SB = _gemm_operands(p, rng, 3, 3 * p.k, 4)
     want = _loop(A, B, C, p, SA, SB)
-    for engine in ("auto", "numpy"):
+    for engine in ("auto", "numpy") + (("numba",) if p.node == "fused" else ()):
         D = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB)
         assert np.array_equal(_bits(D.ravel(), p), _bits(want.ravel(), p))
     d = dot(A[1], B[:, 2], C[1, 2], profile=p, scale_a=SA[1], scale_b=SB[:, 2])
@@ -334,7 +430,8 @@ def test_matmul_and_dot_equal_the_reference_loop(name):
 
 def test_auto_engine_takes_numpy_for_block_scales(monkeypatch):
     """engine "auto" picks the numba kernel for big GEMMs only when it can run the profile:
-    for a block-scaled one it stays on numpy (with every GEMM counted big here)."""
+    for a grouped block-scaled one (MXFP4 / NVFP4 with k = 64) it stays on numpy (with every
+    GEMM counted big here)."""
     import fpscope.emulate as em
 
     p = PRESETS["rtx-blackwell-mxfp4"]
@@ -381,13 +478,16 @@ def test_scale_errors_are_one_line():
         (dict(scale_a=SA * 3, scale_b=SB), r"scale_a\[0, 0\] = 3.0 is not exactly "
                                            r"representable in e8m0"),
         (dict(scale_a=SA, scale_b=-SB), r"scale_b\[0, 0\] = -1.0 .* e8m0"),
-        (dict(scale_a=SA, scale_b=SB, engine="numba"), "numba engine cannot run this profile: "
-                                                       "block scales"),
     ]
     for kw, fragment in cases:
         with pytest.raises(ValueError, match=fragment) as exc:
             matmul(A, B, profile=p, **kw)
         assert "\n" not in str(exc.value)
+    with pytest.raises(ValueError, match="numba engine cannot run this profile: the grouped "
+                                         "node") as exc:
+        matmul(np.ones((2, 64)), np.ones((64, 3)), profile=PRESETS["rtx-blackwell-mxfp4"],
+               scale_a=np.ones((2, 2)), scale_b=np.ones((2, 3)), engine="numba")
+    assert "\n" not in str(exc.value)
     with pytest.raises(ValueError, match="scale block size 32"):
         matmul(A[:, :40], B[:40], profile=p, pad=True, scale_a=SA, scale_b=SB)
     with pytest.raises(ValueError, match="has no block scales"):
@@ -410,10 +510,11 @@ def test_scale_errors_are_one_line():
 @pytest.mark.parametrize("engine", ["numpy", "numba"])
 def test_progress_bands_give_the_same_bits(engine):
     """matmul(progress=) computes D in bands of rows (each with its rows of A, C and scale_a)
-    and reports each band; the bits equal one call's, for a block-scaled profile on numpy and
-    a split-K one on both engines."""
+    and reports each band; the bits equal one call's, for a split-K profile and a fused
+    block-scaled one on both engines and a grouped block-scaled one on numpy."""
     rng = np.random.default_rng(9)
-    cases = [(PRESETS["hopper-fp16"].replace(split_k=2), None)]
+    cases = [(PRESETS["hopper-fp16"].replace(split_k=2), None),
+             (PRESETS["blackwell-tcgen05-mxfp8-e5m2"], "scaled")]
     if engine == "numpy":
         cases.append((PRESETS["rtx-blackwell-nvfp4"], "scaled"))
     for p, scaled in cases:

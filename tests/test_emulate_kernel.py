@@ -18,7 +18,9 @@ from fpscope.formats import FP32, decode, round_to_format
 from fpscope.profile import PRESETS, Profile, get_profile, resolve_format
 
 HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
-SUPPORTED = sorted(n for n, p in PRESETS.items() if kernel.unsupported(p) is None)
+# the block-scaled (MX) presets the kernel runs take scales: tests/test_emulate_blockscale.py
+SUPPORTED = sorted(n for n, p in PRESETS.items()
+                   if kernel.unsupported(p) is None and p.scale_format is None)
 TILE = {"rows": 3, "cols": 16}  # small tiles: ragged edges in both directions
 
 
@@ -221,8 +223,8 @@ def test_random_profiles(L, stages, F, alignment, e_zero, step, in_format, b_for
 def test_mixed_presets_run_on_the_kernel():
     """Every fused mixed-input preset is on the kernel's fast path (SUPPORTED covers them in the
     agreement tests above; the AMD CDNA3 fp8 x bf8 presets are two-stage nodes, which the
-    kernel refuses; so are block-scaled presets), and a B of a's format but not b's is refused
-    naming operand b."""
+    kernel refuses; block-scaled ones are tested in tests/test_emulate_blockscale.py), and a B
+    of a's format but not b's is refused naming operand b."""
     mixed = [n for n, p in PRESETS.items()
              if p.b_format is not None and p.node == "fused" and p.scale_format is None]
     assert mixed and set(mixed) <= set(SUPPORTED)

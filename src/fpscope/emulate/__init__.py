@@ -95,8 +95,8 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         if not _have_numba():
             raise ValueError("the numba engine needs the numba package (pip install numba)")
 
-        def chain(a, b, c, p, s=None):  # s is None: the kernel refuses block scales
-            return kernel.matmul(a, b, c, p, threads=threads)
+        def chain(a, b, c, p, s=None):
+            return kernel.matmul(a, b, c, p, threads=threads, scales=s)
     else:
         def chain(a, b, c, p, s=None):
             return vectorized.gemm_prepared(a, b, c, p, scales=s)

@@ -406,25 +406,69 @@ def operand_codes(X, V, E, emin, tiny, sentinel, bad, rows):
                         bad[c] = True
 
 
+@njit(cache=True, inline="always")
+def _lead(x, emin):
+    """max(floor(log2|x|), emin) of a value normal in float64, from its exponent field."""
+    return max(((_bits(x) >> 52) & 0x7FF) - 1023, emin)
+
+
 @njit(parallel=True, cache=True)
-def abs_range(X, tiny):
-    """(min, max) of |x| over X's finite values of at least ``tiny`` that are nonzero
-    ((inf, 0) when there is none): kernel._value_dtype's test of bf16 / tf32 data. The
-    magnitudes are compared as their float64 bits (ordered like the values for |x| >= 0), so
-    that the reductions vectorise."""
+def scaled_operand_codes(X, S, block, rows, V, E, emin, tiny, s_emin, sentinel, bad):
+    """:func:`operand_codes` of an operand X with block scales S folded in (kernel's
+    ``_scaled_codes``): A (rows True): S (M, K / block), S[r, j] scaling X[r, j*block:(j+1)*block];
+    B: S (K / block, N), S[j, c] scaling X[j*block:(j+1)*block, c]. V = x * s (exact in float64,
+    then in V's dtype: kernel._value_dtype checked it), E = max(floor(log2|x|), emin) +
+    max(floor(log2 s), s_emin) (a subnormal x keeps its format's emin), the sentinel where x or
+    s is zero, x is flushed (below ``tiny``) or either is not finite; ``bad`` marks rows
+    (``rows``) or columns with a non-finite x or s."""
     R, C = X.shape
+    nb = C // block if rows else 1  # blocks of a row of A; a row of B has one scale row
+    w = block if rows else C
+    for r in prange(R):
+        nonfinite = 0
+        for jb in range(nb):
+            srow = S[r] if rows else S[r // block]
+            for c in range(jb * w, (jb + 1) * w):  # branch-free, so that it vectorises
+                x = X[r, c]
+                s = srow[jb] if rows else srow[c]
+                ok = (x - x == 0) & (s - s == 0)
+                zero = (x == 0) | (abs(x) < tiny) | (s == 0) | (not ok)
+                V[r, c] = 0.0 if zero else x * s
+                E[r, c] = sentinel if zero else _lead(x, emin) + _lead(s, s_emin)
+                nonfinite += np.int64(not ok)
+        if nonfinite:
+            if rows:
+                bad[r] = True
+            else:
+                for c in range(C):
+                    if not (np.isfinite(X[r, c]) and np.isfinite(S[r // block, c])):
+                        bad[c] = True
+
+
+@njit(parallel=True, cache=True)
+def abs_range(X, S, block, rows, tiny):
+    """(min, max) of |x * s| over the finite nonzero ones of at least ``tiny`` ((inf, 0) when
+    there is none): kernel._value_dtype's test of the operands (bf16 / tf32 data, block-scaled
+    ones), S their scales in :func:`scaled_operand_codes`'s layout (unscaled: ones of shape
+    (R, 1), block = X.shape[1], rows True). The magnitudes are compared as their float64 bits
+    (ordered like the values for |v| >= 0), so that the reductions vectorise."""
+    R, C = X.shape
+    nb = C // block if rows else 1  # as in scaled_operand_codes
+    w = block if rows else C
     inf_bits = np.int64(0x7FF0000000000000)
     lo = np.empty(R, np.int64)
     hi = np.empty(R, np.int64)
     for r in prange(R):
         a = inf_bits
         b = np.int64(0)
-        for c in range(C):
-            x = X[r, c]
-            m = _bits(x) & np.int64(0x7FFFFFFFFFFFFFFF)
-            ok = (x - x == 0) & (x != 0) & (abs(x) >= tiny)
-            a = min(a, m if ok else inf_bits)
-            b = max(b, m if ok else np.int64(0))
+        for jb in range(nb):
+            srow = S[r] if rows else S[r // block]
+            for c in range(jb * w, (jb + 1) * w):
+                v = X[r, c] * (srow[jb] if rows else srow[c])
+                m = _bits(v) & np.int64(0x7FFFFFFFFFFFFFFF)
+                ok = (v - v == 0) & (v != 0) & (abs(v) >= tiny)
+                a = min(a, m if ok else inf_bits)
+                b = max(b, m if ok else np.int64(0))
         lo[r] = a
         hi[r] = b
     return np.int64(lo.min()).view(np.float64), np.int64(hi.max()).view(np.float64)

@@ -5,24 +5,24 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
 
 * Operands are split once, in one parallel pass each (``_kernel_jit.operand_codes``), into
   values and leading exponents, and their NaN / Inf rows and columns are found. The leading
-  exponent of a nonzero operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``; a and b each with their own
-  format's ``emin`` in a mixed-input profile), stored as int8 where both operand formats'
-  exponents lie in [-20, 20] (fp16, fp8, fp6, fp4), else int16; zeros
-  (and subnormals under ``flush_inputs``) get a sentinel far below every real exponent, so
+  exponent of a nonzero operand is ``max(floor(log2|x|), emin)`` (subnormals keep ``emin``; a
+  and b each with their own format's ``emin`` in a mixed-input profile), stored as int8 where
+  both operand formats' exponents lie in [-20, 20] (fp16, fp8, fp6, fp4), else int16; zeros (and
+  subnormals under ``flush_inputs``) get a sentinel far below every real exponent, so
   ``e_a + e_b`` of a zero product is recognisably below a bound (:func:`_exponent_coding`).
-* Per block of L products and each output element, ``e_max`` is the max of the product
-  exponents ``e_a + e_b``, of ``e_zero`` if any term is zero, and of c's exponent.
-* Cutting a term at weight ``2^lsb`` (``lsb = e_max - F``) is cutting the real number
-  ``t * 2^-lsb`` to an integer: the product ``a * b`` is exact in the value dtype (float32 for
-  inputs of at most 12 significand bits and a small exponent range: fp16, fp8, fp6, fp4; also
-  bf16 and tf32 operands whose magnitudes keep every product normal there, see
-  :func:`_value_dtype`; float64 otherwise), scaling by the power of two ``2^-lsb`` is exact, and the cut is the float->int32
-  conversion (truncation toward zero) or ``floor`` / ``rint`` first. A scaled product is below
-  ``2^(F+2)``; they are summed in int32 in runs of as many as cannot overflow (all L of a
-  block for every NVIDIA fp16 preset), the runs added up in float64 (exact: a block's sum has
-  at most 53 bits, :func:`fpscope.emulate.vectorized.check_exact`). In float32, a scaled product can underflow only when it is below
-  ``2^-126``, where truncation and rounding to nearest give 0 anyway (floor alignment therefore
-  uses float64).
+* Per block of L products and each output element, ``e_max`` is the max of the product exponents
+  ``e_a + e_b``, of ``e_zero`` if any term is zero, and of c's exponent.
+* Cutting a term at weight ``2^lsb`` (``lsb = e_max - F``) is cutting the real number ``t *
+  2^-lsb`` to an integer: the product ``a * b`` is exact in the value dtype (float32 for inputs
+  of at most 12 significand bits and a small exponent range: fp16, fp8, fp6, fp4; also bf16 and
+  tf32 operands whose magnitudes keep every product normal there, see :func:`_value_dtype`;
+  float64 otherwise), scaling by the power of two ``2^-lsb`` is exact, and the cut is the
+  float->int32 conversion (truncation toward zero) or ``floor`` / ``rint`` first. A scaled
+  product is below ``2^(F+2)``; they are summed in int32 in runs of as many as cannot overflow
+  (all L of a block for every NVIDIA fp16 preset), the runs added up in float64 (exact: a
+  block's sum has at most 53 bits, :func:`fpscope.emulate.vectorized.check_exact`). In float32,
+  a scaled product can underflow only when it is below ``2^-126``, where truncation and rounding
+  to nearest give 0 anyway (floor alignment therefore uses float64).
 * c is cut in float64 and added to the block's integer sum exactly; ``sum * 2^lsb`` is exact in
   float64 and is rounded by ``_kernel_jit._round`` (through a bit-level fast path where the
   result is normal: ``_kernel_jit._finish``), the branch-free twin of
@@ -30,19 +30,23 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   when ``|x| >= 2^(emax + 1)`` in every mode, subnormal results flushed under ``flush_outputs``,
   ``-0 -> +0``.
 * The running values (C, each step's result, D) are float32 wherever every value they can take
-  converts exactly (:func:`_run32`: every rounding format within float32's, float32 products,
-  no NaN in C, whose payload float64 carries unchanged); the block set-up then works on 16
-  lanes (``_kernel_jit._prepare_loop32``) instead of float64's 8. A NaN or Inf c is carried.
-* Outputs whose row of A or column of B holds NaN or Inf are recomputed by the vectorised engine;
-  a non-finite c (or a step that overflowed) is carried, as the reference does when the products
-  are finite.
+  converts exactly (:func:`_run32`: every rounding format within float32's, float32 products, no
+  NaN in C, whose payload float64 carries unchanged); the block set-up then works on 16 lanes
+  (``_kernel_jit._prepare_loop32``) instead of float64's 8. A NaN or Inf c is carried.
+* Block scales (MX: ``scale_format`` on the fused node) are folded into the operands
+  (:func:`_scaled_codes`): the value ``x * s`` and the leading exponent ``e_x + e_s``, as
+  ``vectorized._fold`` folds them, so the arithmetic below is unchanged; a NaN scale marks its
+  row or column for recomputation.
+* Outputs whose row of A or column of B holds NaN or Inf are recomputed by the vectorised
+  engine; a non-finite c (or a step that overflowed) is carried, as the reference does when the
+  products are finite.
 
 Profiles the kernel does not handle (see :func:`unsupported`) go to the vectorised engine.
 Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
-the first k-chunk reads C, the later ones the running D (C is not copied into D);
-inside a tile, each k-chunk of B (k x cols values and exponents) stays in cache while every row
-of the tile runs its instruction; the innermost loops run over the tile's columns, contiguous in
-memory, so they compile to SIMD code. Compilation is cached on disk (``cache=True``).
+the first k-chunk reads C, the later ones the running D (C is not copied into D); inside a tile,
+each k-chunk of B (k x cols values and exponents) stays in cache while every row of the tile
+runs its instruction; the innermost loops run over the tile's columns, contiguous in memory, so
+they compile to SIMD code. Compilation is cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
@@ -61,12 +65,13 @@ _KNOWN_FIELDS = frozenset((
     "name", "arch", "in_format", "out_format", "block_size", "k", "frac_bits", "alignment",
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
     "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence",
-    "b_format"))
+    "b_format", "scale_format", "scale_block_size"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
 
-def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | None = None):
+def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | None = None,
+                 scales=None):
     """float32 when every product of two inputs is exact in float32 and a scale ``2^-lsb``
     that meets a nonzero product stays below ``2^127``; float64 otherwise.
 
@@ -76,26 +81,40 @@ def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | 
     ``[min|a| min|b|, max|a| max|b|]``; at most ``2^124`` means no product overflows, at least
     ``2^(F - 124)`` means each is normal and ``F - e_max <= 126``. Floor alignment always takes
     float64 (a negative scaled product that underflows to -0 would floor to 0, not -1).
+    Block-scaled profiles are judged on the operands with their scales folded in (``scales``:
+    (SA, SB, block) in :func:`_scaled_codes`'s layout), flushed subnormals included (a folded
+    value below the format's smallest normal need not be one); with ue4m3 scales the
+    significands hold ``p + p_s`` bits and the bound on small products is ``2^(F - 122)``.
     """
     fa, fb = _operand_formats(profile)
-    if profile.alignment == "floor" or fa.p + fb.p > 24:
+    scaled = profile.scale_format is not None
+    ps = resolve_format(profile.scale_format).p if _wide_scales(profile) else 0
+    if profile.alignment == "floor" or fa.p + fb.p + 2 * ps > 24:
         return np.float64
-    if (fa.emax + fb.emax + 2 <= 126 and (fa.emin - fa.p + 1) + (fb.emin - fb.p + 1) >= -126
+    if (not scaled and fa.emax + fb.emax + 2 <= 126
+            and (fa.emin - fa.p + 1) + (fb.emin - fb.p + 1) >= -126
             and profile.frac_bits - fa.emin - fb.emin <= 126):
         return np.float32
-    if A is None or B is None:
+    if A is None or B is None or (scaled and scales is None):
         return np.float64
     if A.size == 0 or B.size == 0:
         return np.float32  # no product at all
     from ._kernel_jit import abs_range
 
+    if scales is None:  # a unit scale per row
+        args = [(X, np.ones((X.shape[0], 1)), X.shape[1], True) for X in (A, B)]
+    else:
+        SA, SB, block = scales
+        args = [(A, SA, block, True), (B, SB, block, False)]
+    tiny = [f.min_normal if profile.flush_inputs and not scaled else 0.0 for f in (fa, fb)]
     (lo_a, hi_a), (lo_b, hi_b) = (
         abs_range(np.ascontiguousarray(X, dtype=np.float64),
-                  f.min_normal if profile.flush_inputs else 0.0)
-        for X, f in ((A, fa), (B, fb)))
+                  np.ascontiguousarray(S, dtype=np.float64), block, rows, t)
+        for (X, S, block, rows), t in zip(args, tiny))
     if hi_a == 0 or hi_b == 0:
         return np.float32  # every product is zero
-    if hi_a * hi_b <= 2.0 ** 124 and lo_a * lo_b >= 2.0 ** (profile.frac_bits - 124):
+    margin = 124 - 2 * (ps > 0)  # a scaled significand below 4: e_max > log2|a b| - 4
+    if hi_a * hi_b <= 2.0 ** 124 and lo_a * lo_b >= 2.0 ** (profile.frac_bits - margin):
         return np.float32
     return np.float64
 
@@ -117,21 +136,19 @@ def _run32(profile: Profile, vt) -> bool:
 def unsupported(profile: Profile) -> str | None:
     """Why the kernel cannot run ``profile`` (None when it can).
 
-    The kernel handles the fields of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS``
-    (any other field must hold its default) except: ``neg_zero_to_pos=False`` (the sign of an exact zero sum is
-    not tracked), ``F > 28`` (one cut product may not fit int32), input formats wider than 24
-    significand bits, and rounding formats outside float64's normal range. It runs the fused
-    node only: "pairwise" (AMD CDNA2) and "two-stage" (AMD CDNA3) profiles, and the fields only
-    they or a fused variant of them set (``product_overflow``, ``input_zero_sign``), go to the
-    numpy engine; so do block-scaled profiles (``scale_format``: MX / NVFP4, the "grouped"
-    node included).
+    The kernel handles the fields of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` (any
+    other field must hold its default) except: ``neg_zero_to_pos=False`` (the sign of an exact
+    zero sum is not tracked), ``F > 28`` (one cut product may not fit int32), input formats
+    wider than 24 significand bits, and rounding formats outside float64's normal range. It runs
+    the fused node only, block-scaled (MX: ``scale_format``) or not: "pairwise" (AMD CDNA2),
+    "two-stage" (AMD CDNA3) and "grouped" (MXFP4 / NVFP4 with k = 64) profiles, and the fields
+    only they or a fused variant of them set (``product_overflow``, ``input_zero_sign``), go to
+    the numpy engine.
     """
-    if profile.scale_format is not None:
-        return (f"block scales ({profile.scale_format} per {profile.scale_block_size} elements "
-                f"of K: MX / NVFP4 instructions) run on the numpy engine only")
     if profile.node != "fused":
-        return (f"the {profile.node} node (AMD CDNA2/CDNA3 arithmetic) runs on the numpy engine "
-                f"only")
+        what = ("block-scaled groups: MXFP4 / NVFP4 with k = 64" if profile.node == "grouped"
+                else "AMD CDNA2/CDNA3 arithmetic")
+        return f"the {profile.node} node ({what}) runs on the numpy engine only"
     if profile.product_overflow is not None:
         return "product_overflow (products that overflow to Inf) runs on the numpy engine only"
     if profile.input_zero_sign != "keep":
@@ -155,9 +172,16 @@ def unsupported(profile: Profile) -> str | None:
 
 def _int32_terms(profile: Profile) -> int:
     """How many cut products sum exactly in int32: a cut product's magnitude is below
-    ``2^(F+2)`` (at most ``2^(F+2) - 1`` when truncated, ``2^(F+2)`` when rounded)."""
-    top = 2 ** (profile.frac_bits + 2) - (1 if profile.alignment == "truncate" else 0)
-    return (2 ** 31 - 1) // top
+    ``2^(F+2)`` (at most ``2^(F+2) - 1`` when truncated, ``2^(F+2)`` when rounded); with block
+    scales of more than one significand bit (ue4m3) below ``2^(F+4)``, for each operand's
+    significand is then a product of two below 2 (:func:`_scaled_codes`)."""
+    top = 2 ** (profile.frac_bits + 2 + 2 * _wide_scales(profile))
+    return (2 ** 31 - 1) // (top - (1 if profile.alignment == "truncate" else 0))
+
+
+def _wide_scales(profile: Profile) -> bool:
+    """Block scales whose significands have more than one bit (ue4m3; e8m0 are powers of 2)."""
+    return profile.scale_format is not None and resolve_format(profile.scale_format).p > 1
 
 
 def _rounding_args(fmt: Format, mode: str, flush: bool):
@@ -199,19 +223,41 @@ def _codes(X: np.ndarray, fmt: Format, flush: bool, coding, vt, rows: bool):
     return V, E, np.flatnonzero(bad)
 
 
+def _scaled_codes(X, S, block: int, fmt: Format, fs: Format, flush: bool, coding, vt,
+                  rows: bool):
+    """:func:`_codes` of an operand X (2-D float64) with its block scales S folded in, as the
+    numpy engine folds them (``vectorized._fold``), in one parallel pass
+    (``_kernel_jit.scaled_operand_codes``): A (``rows``): S (M, K / block), S[m, j] scaling
+    A[m, j*block:(j+1)*block]; B: S (K / block, N), S[j, n] scaling B[j*block:(j+1)*block, n].
+    The value is ``x * s`` (exact: an operand's and a scale's significands have at most 28
+    bits together), the leading exponent ``e_x + e_s``, each ``max(floor(log2|.|), emin)`` in
+    its own format (so a subnormal operand keeps its format's emin, not its folded value's
+    exponent); a zero or flushed operand or a zero scale gives a zero term (the sentinel), a
+    NaN scale marks its row or column bad, like a non-finite operand."""
+    from ._kernel_jit import scaled_operand_codes
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    V = np.empty(X.shape, vt)
+    E = np.empty(X.shape, coding[0])
+    bad = np.zeros(X.shape[0] if rows else X.shape[1], np.bool_)
+    scaled_operand_codes(X, np.ascontiguousarray(S, dtype=np.float64), block, rows, V, E,
+                         fmt.emin, fmt.min_normal if flush else 0.0, fs.emin, coding[1], bad)
+    return V, E, np.flatnonzero(bad)
+
+
 def _prefer_wide_vectors() -> None:
     """On AVX-512 machines, let numba's LLVM use 512-bit vectors for the kernel.
 
     LLVM's tuning for recent Intel cores prefers 256-bit vectors (its "prefer-256-bit" feature);
     the GEMM ran about 14% faster with 512-bit ones on the 2-core AVX-512 CI machine
-    (hopper-fp16, 2048^3, 2 threads: 1.72 s against 2.00 s, ``benchmarks/bench_emulate.py``
-    run with and without ``NUMBA_CPU_NAME`` set, which turns this off). numba reads its CPU features once, when its CPU target first compiles or loads
-    code, from ``numba.config.CPU_FEATURES`` (the ``NUMBA_CPU_FEATURES`` environment variable).
-    So this sets them, to the host's features plus "-prefer-256-bit", only when the user has
-    set neither ``NUMBA_CPU_FEATURES`` nor ``NUMBA_CPU_NAME`` and no numba code has been compiled
-    in this process yet; otherwise it does nothing. The instruction set is the same either way,
-    so the results are the same bits (tests/test_emulate_kernel.py compares them with the numpy
-    engine).
+    (hopper-fp16, 2048^3, 2 threads: 1.72 s against 2.00 s, ``benchmarks/bench_emulate.py`` run
+    with and without ``NUMBA_CPU_NAME`` set, which turns this off). numba reads its CPU features
+    once, when its CPU target first compiles or loads code, from ``numba.config.CPU_FEATURES``
+    (the ``NUMBA_CPU_FEATURES`` environment variable). So this sets them, to the host's features
+    plus "-prefer-256-bit", only when the user has set neither ``NUMBA_CPU_FEATURES`` nor
+    ``NUMBA_CPU_NAME`` and no numba code has been compiled in this process yet; otherwise it
+    does nothing. The instruction set is the same either way, so the results are the same bits
+    (tests/test_emulate_kernel.py compares them with the numpy engine).
     """
     try:
         import numba
@@ -237,7 +283,7 @@ TILE_ROWS, TILE_COLS = 64, 1024
 
 def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
            rows: int = TILE_ROWS, cols: int = TILE_COLS,
-           threads: int | None = None) -> np.ndarray:
+           threads: int | None = None, scales=None) -> np.ndarray:
     """``D = A @ B + C`` as a chain of ``profile`` instructions, bitwise equal to
     :func:`fpscope.emulate.vectorized.matmul`.
 
@@ -249,12 +295,15 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         profile: a profile for which :func:`unsupported` is None.
         rows, cols: tile shape (rows of A, columns of B) of one parallel task.
         threads: numba threads (None: numba's default, the number of cores).
+        scales: a block-scaled profile's (SA (M, K / s), SB (K / s, N)) float64 scales from
+            ``vectorized.prepare`` (s = ``profile.scale_block_size``); None otherwise. They
+            are folded into the operands (:func:`_scaled_codes`).
 
     Returns:
         float64 array (M, N).
 
     Raises:
-        ValueError: the profile is unsupported.
+        ValueError: the profile is unsupported, or scales are missing or given wrongly.
     """
     _prefer_wide_vectors()
     from ._kernel_jit import gemm_kernel
@@ -262,13 +311,27 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     why = unsupported(profile)
     if why:
         raise ValueError(f"{profile.name}: the numba kernel cannot run this profile: {why}")
+    if (scales is None) != (profile.scale_format is None):
+        raise ValueError(f"{profile.name}: block scales must be given exactly when the profile "
+                         f"has them (scale_format {profile.scale_format})")
     fa, fb = _operand_formats(profile)
-    coding = _exponent_coding(fa, fb)
+    A_in, B_in = A, B
+    if scales is None:
+        coding = _exponent_coding(fa, fb)
+    else:  # folded exponents reach the scale format's range (e8m0: int16)
+        fs = resolve_format(profile.scale_format)
+        coding = _exponent_coding(fa, fb, fs)
+        SA, SB = scales
+        sblock = profile.scale_block_size
     K = A.shape[1]
     k = profile.k
     if profile.k_order is not None:  # the products in the order the blocks take them
         perm = (np.arange(0, K, k)[:, None] + np.asarray(profile.k_order)[None, :]).ravel()
         A, B = A[:, perm], B[perm, :]
+        if scales is not None:  # a scale per element, permuted with it
+            SA = np.repeat(SA, sblock, axis=1)[:, perm]
+            SB = np.repeat(SB, sblock, axis=0)[perm, :]
+            sblock = 1
     fout = resolve_format(profile.out_format)
     fstep = resolve_format(profile.step_rounding[0])
     has_out = profile.output_rounding is not None
@@ -282,9 +345,15 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         old = numba.get_num_threads()
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     try:
-        vt = _value_dtype(profile, A, B)
-        AV, EA, bad_rows = _codes(A, fa, profile.flush_inputs, coding, vt, True)
-        BV, EB, bad_cols = _codes(B, fb, profile.flush_inputs, coding, vt, False)
+        if scales is None:
+            vt = _value_dtype(profile, A, B)
+            AV, EA, bad_rows = _codes(A, fa, profile.flush_inputs, coding, vt, True)
+            BV, EB, bad_cols = _codes(B, fb, profile.flush_inputs, coding, vt, False)
+        else:
+            vt = _value_dtype(profile, A, B, (SA, SB, sblock))
+            flush = profile.flush_inputs
+            AV, EA, bad_rows = _scaled_codes(A, SA, sblock, fa, fs, flush, coding, vt, True)
+            BV, EB, bad_cols = _scaled_codes(B, SB, sblock, fb, fs, flush, coding, vt, False)
         C = np.ascontiguousarray(C, dtype=np.float64)
         # float32 running values where they convert exactly; a NaN in C keeps float64, which
         # carries its payload bits unchanged
@@ -304,11 +373,13 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
             numba.set_num_threads(old)
     D = D.astype(np.float64, copy=False)
     if len(bad_rows) or len(bad_cols):
-        from .vectorized import matmul as vmatmul
+        from .vectorized import gemm_prepared
 
-        plain = profile.replace(k_order=None)  # A, B already permuted
+        sa, sb = (None, None) if scales is None else scales
         if len(bad_rows):
-            D[bad_rows] = vmatmul(A[bad_rows], B, C[bad_rows], profile=plain)
+            D[bad_rows] = gemm_prepared(A_in[bad_rows], B_in, C[bad_rows], profile,
+                                        scales=None if sa is None else (sa[bad_rows], sb))
         if len(bad_cols):
-            D[:, bad_cols] = vmatmul(A, B[:, bad_cols], C[:, bad_cols], profile=plain)
+            D[:, bad_cols] = gemm_prepared(A_in, B_in[:, bad_cols], C[:, bad_cols], profile,
+                                           scales=None if sa is None else (sa, sb[:, bad_cols]))
     return D
