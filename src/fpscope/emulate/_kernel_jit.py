@@ -37,13 +37,14 @@ def _pow2(e):
 
 
 @njit(cache=True, inline="always")
-def _round(v, p, q_lo, mf, mode, tiny, big):
-    """v (float64: a finite value normal in float64, +-Inf or NaN) rounded to a format of
+def _round(v, p, q_lo, mf, mode, tiny, big, keep_sign=False):
+    """v (float64: a finite value normal in float64, +-0, +-Inf or NaN) rounded to a format of
     precision p with max_finite mf in ``mode``: ``formats.round_to_format`` with overflow "inf",
     plus the reference's rules: +-Inf when ``|v| >= big`` (= 2^(emax+1)) in every mode,
-    results below ``tiny`` (2^emin when flushing, else 0) flushed, -0 -> +0. ``q_lo``: the
-    lowest exponent of a last kept bit (emin - p + 1; -1000 when flushing). Branch-free, so
-    that loops over it vectorise."""
+    results below ``tiny`` (2^emin when flushing, else 0) flushed to a zero of v's sign, then
+    -0 -> +0 unless ``keep_sign`` (``Profile.neg_zero_to_pos`` False). ``q_lo``: the lowest
+    exponent of a last kept bit (emin - p + 1; -1000 when flushing). Branch-free, so that loops
+    over it vectorise."""
     q = min(max(((_bits(v) >> 52) & 0x7FF) - 1023 - (p - 1), q_lo), 1000)
     y = v * _pow2(-q)
     ay = abs(y)
@@ -55,9 +56,9 @@ def _round(v, p, q_lo, mf, mode, tiny, big):
     # an overflowed result: Inf when the mode rounds away from zero on v's side, else mf
     up = (mode == 0) | (mode == 2) | ((mode == 4) & (v > 0)) | ((mode == 3) & (v < 0))
     out = (np.copysign(np.inf, v) if up else np.copysign(mf, v)) if abs(out) > mf else out
-    out = 0.0 if abs(out) < tiny else out
+    out = np.copysign(0.0, v) if abs(out) < tiny else out
     out = np.copysign(np.inf, v) if abs(v) >= big else out
-    out = out + 0.0  # -0 -> +0
+    out = out if keep_sign else out + 0.0  # -0 -> +0
     return out if v - v == 0 else v
 
 
@@ -375,6 +376,67 @@ def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
         for j in range(w):
             v = (np.float64(acc[j]) + ct[j]) * _weight(lsb, j)
             run[j] = _round(v, p, q_lo, mf, mode, tiny, big)
+
+
+@njit(parallel=True, cache=True)
+def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out, outr, MI, W):
+    """D (M, N) = the GEMM of A (M, K) and B (K, N) from C (M, N) as a chain of "pairwise"
+    instructions (AMD CDNA2; ``vectorized._pairwise_block``), all float64: per block of L
+    products, each product ``a * b`` (exact in float64) is rounded by rho, the L of them are
+    added in a balanced tree of adjacent pairs, each sum the exact one rounded once (rounded to
+    odd at float64 first: :func:`_sum_round_to_odd`), then c is added likewise. IEEE float64
+    gives NaN, Inf and the signs of zeros (Inf * 0, Inf - Inf, (-0) + (-0)); rho keeps a zero's
+    sign where ``keep_sign``. A and B come read already (flushed inputs, +0 zeros: kernel.py);
+    each instruction's c is read here: below ``c_tiny`` a zero of its sign, a zero +0 where
+    ``zero_pos``. ``step``, ``outr``: as in :func:`gemm_kernel`; MI x W: the tile."""
+    M, K = A.shape
+    N = B.shape[1]
+    nib = (M + MI - 1) // MI
+    njb = (N + W - 1) // W
+    S = k // L
+    sp, sq, smf, smode, stiny, sbig = step
+    op, oq, omf, omode, otiny, obig = outr
+    for t in prange(nib * njb):
+        ib = t // njb
+        jb = t - ib * njb
+        i0 = ib * MI
+        i1 = min(M, i0 + MI)
+        j0 = jb * W
+        w = min(N, j0 + W) - j0
+        lev = np.empty((L, w))
+        for kc in range(0, K, k):
+            for i in range(i0, i1):
+                drow = D[i, j0:j0 + w]
+                crow = C[i, j0:j0 + w] if kc == 0 else drow
+                for s in range(S):
+                    kb = kc + s * L
+                    for m in range(L):
+                        a = A[i, kb + m]
+                        brow = B[kb + m, j0:j0 + w]
+                        lrow = lev[m]
+                        for j in range(w):
+                            lrow[j] = _round(a * brow[j], sp, sq, smf, smode, stiny, sbig,
+                                             keep_sign)
+                    width = L
+                    while width > 1:
+                        width //= 2
+                        for m in range(width):
+                            x, y, z = lev[2 * m], lev[2 * m + 1], lev[m]
+                            for j in range(w):
+                                z[j] = _round(_sum_round_to_odd(x[j], y[j]), sp, sq, smf,
+                                              smode, stiny, sbig, keep_sign)
+                    src = crow if s == 0 else drow
+                    top = lev[0]
+                    for j in range(w):
+                        c = src[j]
+                        if s == 0:  # the instruction's c, read in the output format
+                            c = np.copysign(0.0, c) if abs(c) < c_tiny else c
+                            c = 0.0 if (zero_pos and c == 0) else c
+                        drow[j] = _round(_sum_round_to_odd(c, top[j]), sp, sq, smf, smode,
+                                         stiny, sbig, keep_sign)
+                if has_out:
+                    for j in range(w):
+                        drow[j] = _round(drow[j], op, oq, omf, omode, otiny, obig, keep_sign)
 
 
 @njit(parallel=True, cache=True)

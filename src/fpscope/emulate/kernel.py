@@ -51,6 +51,7 @@ they compile to SIMD code. Compilation is cached on disk (``cache=True``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -66,6 +67,8 @@ _KNOWN_FIELDS = frozenset((
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
     "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence",
     "b_format", "scale_format", "scale_block_size"))
+#: The fields the pairwise node reads besides those (kernel._pairwise).
+_PAIRWISE_FIELDS = frozenset(("node", "input_zero_sign"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
@@ -136,26 +139,35 @@ def _run32(profile: Profile, vt) -> bool:
 def unsupported(profile: Profile) -> str | None:
     """Why the kernel cannot run ``profile`` (None when it can).
 
-    The kernel handles the fields of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` (any
-    other field must hold its default) except: ``neg_zero_to_pos=False`` (the sign of an exact
-    zero sum is not tracked), ``F > 28`` (one cut product may not fit int32), input formats
-    wider than 24 significand bits, and rounding formats outside float64's normal range. It runs
-    the fused node only, block-scaled (MX: ``scale_format``) or not: "pairwise" (AMD CDNA2),
-    "two-stage" (AMD CDNA3) and "grouped" (MXFP4 / NVFP4 with k = 64) profiles, and the fields
-    only they or a fused variant of them set (``product_overflow``, ``input_zero_sign``), go to
-    the numpy engine.
+    The kernel runs the fused node (block-scaled MX ones included) and the "pairwise" node (AMD
+    CDNA2, :func:`_pairwise`); "two-stage" (AMD CDNA3) and "grouped" (MXFP4 / NVFP4 with k = 64)
+    profiles go to the numpy engine. It handles the fields of
+    :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` (any other field must hold its
+    default; the pairwise node also reads ``node`` and ``input_zero_sign``) except,
+    in the fused node, ``product_overflow``, ``input_zero_sign`` "positive",
+    ``neg_zero_to_pos=False`` (the sign of an exact zero sum is not tracked), ``F > 28`` (one
+    cut product may not fit int32) and input formats wider than 24 significand bits; and no
+    rounding format may lie outside float64's normal range.
     """
-    if profile.node != "fused":
+    if profile.node not in ("fused", "pairwise"):
         what = ("block-scaled groups: MXFP4 / NVFP4 with k = 64" if profile.node == "grouped"
-                else "AMD CDNA2/CDNA3 arithmetic")
+                else "AMD CDNA3 arithmetic")
         return f"the {profile.node} node ({what}) runs on the numpy engine only"
+    pairwise = profile.node == "pairwise"
+    known = _KNOWN_FIELDS | (_PAIRWISE_FIELDS if pairwise else frozenset())
     if profile.product_overflow is not None:
         return "product_overflow (products that overflow to Inf) runs on the numpy engine only"
-    if profile.input_zero_sign != "keep":
-        return "input_zero_sign 'positive' runs on the numpy engine only"
     for f in dataclasses.fields(profile):  # a field added after the kernel was written
-        if f.name not in _KNOWN_FIELDS and getattr(profile, f.name) != f.default:
+        if f.name not in known and getattr(profile, f.name) != f.default:
+            if f.name in _PAIRWISE_FIELDS:
+                return f"{f.name} {getattr(profile, f.name)!r} runs on the numpy engine only"
             return f"the kernel does not model the profile field {f.name!r}"
+    for fmt in (resolve_format(profile.out_format), resolve_format(profile.step_rounding[0]),
+                resolve_format(profile.output_rounding[0]) if profile.output_rounding else None):
+        if fmt is not None and (fmt.emin - fmt.p < -1000 or fmt.emax > 1000 or fmt.p > 53):
+            return f"rounding format {fmt.name} is outside the kernel's range"
+    if pairwise:
+        return None
     if not profile.neg_zero_to_pos:
         return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
     if _int32_terms(profile) < 1:
@@ -163,10 +175,6 @@ def unsupported(profile: Profile) -> str | None:
     for fin in _operand_formats(profile):
         if fin.p > 24:
             return f"{fin.name} inputs are wider than the kernel's products allow"
-    for fmt in (resolve_format(profile.out_format), resolve_format(profile.step_rounding[0]),
-                resolve_format(profile.output_rounding[0]) if profile.output_rounding else None):
-        if fmt is not None and (fmt.emin - fmt.p < -1000 or fmt.emax > 1000 or fmt.p > 53):
-            return f"rounding format {fmt.name} is outside the kernel's range"
     return None
 
 
@@ -277,6 +285,62 @@ def _prefer_wide_vectors() -> None:
         return
 
 
+def _pairwise(A, B, C, profile: Profile, rows: int, cols: int, threads: int | None):
+    """:func:`matmul` of a "pairwise" profile (AMD CDNA2) on ``_kernel_jit.pairwise_kernel``,
+    float64 throughout: A and B are read as the node reads them first (under ``flush_inputs``
+    values below their format's smallest normal become zeros of their sign; under
+    ``input_zero_sign`` "positive" zeros become +0), then permuted by ``k_order``."""
+    from ._kernel_jit import pairwise_kernel
+
+    positive = profile.input_zero_sign == "positive"
+
+    def read(X, fmt):
+        X = np.asarray(X, dtype=np.float64)
+        if profile.flush_inputs:
+            with np.errstate(invalid="ignore"):
+                X = np.where(np.abs(X) < fmt.min_normal, np.copysign(0.0, X), X)
+        return np.where(X == 0, 0.0, X) if positive else X
+
+    fa, fb = _operand_formats(profile)
+    A, B = read(A, fa), read(B, fb)
+    k = profile.k
+    if profile.k_order is not None:
+        perm = (np.arange(0, A.shape[1], k)[:, None]
+                + np.asarray(profile.k_order)[None, :]).ravel()
+        A, B = A[:, perm], B[perm, :]
+    fout = resolve_format(profile.out_format)
+    fstep = resolve_format(profile.step_rounding[0])
+    has_out = profile.output_rounding is not None
+    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
+    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    D = np.empty(C.shape)
+    with _threads(threads):
+        pairwise_kernel(np.ascontiguousarray(A), np.ascontiguousarray(B),
+                        np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
+                        _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+                        not profile.neg_zero_to_pos,
+                        fout.min_normal if profile.flush_inputs else 0.0, positive, has_out,
+                        _rounding_args(fo, mo, profile.flush_outputs), max(1, rows),
+                        max(1, cols))
+    return D
+
+
+@contextlib.contextmanager
+def _threads(n: int | None):
+    """``with _threads(n):`` runs numba code on n threads (None: as set), then restores them."""
+    if n is None:
+        yield
+        return
+    import numba
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
 #: The default tile of one parallel task: rows of A by columns of B.
 TILE_ROWS, TILE_COLS = 64, 1024
 
@@ -314,6 +378,8 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     if (scales is None) != (profile.scale_format is None):
         raise ValueError(f"{profile.name}: block scales must be given exactly when the profile "
                          f"has them (scale_format {profile.scale_format})")
+    if profile.node == "pairwise":
+        return _pairwise(A, B, C, profile, rows, cols, threads)
     fa, fb = _operand_formats(profile)
     A_in, B_in = A, B
     if scales is None:
@@ -339,12 +405,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
     align = {"truncate": 0, "floor": 1, "nearest": 2}[profile.alignment]
     ez = _NONE if profile.e_zero is None else profile.e_zero
-    if threads is not None:
-        import numba
-
-        old = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with _threads(threads):
         if scales is None:
             vt = _value_dtype(profile, A, B)
             AV, EA, bad_rows = _codes(A, fa, profile.flush_inputs, coding, vt, True)
@@ -368,9 +429,6 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
                     _int32_terms(profile), coding[2], not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
-    finally:
-        if threads is not None:
-            numba.set_num_threads(old)
     D = D.astype(np.float64, copy=False)
     if len(bad_rows) or len(bad_cols):
         from .vectorized import gemm_prepared
