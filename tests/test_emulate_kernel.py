@@ -109,6 +109,7 @@ def test_cancellation_wide_exponents_and_overflow(name):
     small = _values(rng, fa, (M, K), fa.emin - 3, max(fa.emin, -8))
     A = np.where(rng.random((M, K)) < 0.5, big, small)
     A[:, 1::2] = -A[:, 0::2]  # pairs that cancel against equal columns of B
+    A = A if fa.has_negative_zero else A + 0.0  # fnuz formats have no -0
     B = _values(rng, fb, (K, N), -4, 4)
     B[1::2] = B[0::2]
     B[:, :4] = _values(rng, fb, (K, 4), fb.emin - 3, fb.emax)  # wide
@@ -222,9 +223,9 @@ def test_random_profiles(L, stages, F, alignment, e_zero, step, in_format, b_for
 
 def test_mixed_presets_run_on_the_kernel():
     """Every fused mixed-input preset is on the kernel's fast path (SUPPORTED covers them in the
-    agreement tests above; the AMD CDNA3 fp8 x bf8 presets are two-stage nodes, which the
-    kernel refuses; block-scaled ones are tested in tests/test_emulate_blockscale.py), and a B
-    of a's format but not b's is refused naming operand b."""
+    agreement tests above, which also run the AMD CDNA3 fp8 x bf8 two-stage presets;
+    block-scaled ones are tested in tests/test_emulate_blockscale.py), and a B of a's format
+    but not b's is refused naming operand b."""
     mixed = [n for n, p in PRESETS.items()
              if p.b_format is not None and p.node == "fused" and p.scale_format is None]
     assert mixed and set(mixed) <= set(SUPPORTED)
@@ -253,13 +254,17 @@ def test_unsupported_profiles_are_refused_or_routed():
     _assert_same(matmul(A, B, profile=p, engine="auto"), numpy_matmul(A, B, profile=p))
     wide = get_profile("ampere-fp16").replace(frac_bits=30)
     assert "int32" in kernel.unsupported(wide)
-    # the AMD CDNA3 node: refused in one line, "auto" routes it to numpy
-    for name in ("cdna3-fp16",):
-        q = get_profile(name)
-        assert kernel.unsupported(q).startswith(f"the {q.node} node")
-        with pytest.raises(ValueError, match=f"cannot run this profile: the {q.node} node"):
-            matmul(A, B, profile=q, engine="numba")
-        _assert_same(matmul(A, B, profile=q, engine="auto"), numpy_matmul(A, B, profile=q))
+    # the grouped node (MXFP4 / NVFP4, k = 64): refused in one line, "auto" routes it to numpy
+    q = get_profile("rtx-blackwell-mxfp4")
+    assert kernel.unsupported(q).startswith("the grouped node")
+    A4, B4 = np.ones((2, 64)), np.ones((64, 3))
+    sc = {"scale_a": np.ones((2, 2)), "scale_b": np.ones((2, 3))}
+    with pytest.raises(ValueError, match="cannot run this profile: the grouped node"):
+        matmul(A4, B4, profile=q, engine="numba", **sc)
+    _assert_same(matmul(A4, B4, profile=q, engine="auto", **sc),
+                 numpy_matmul(A4, B4, profile=q, **sc))
+    q = get_profile("cdna3-fp16").replace(input_zero_sign="positive")
+    assert kernel.unsupported(q) is None  # the two-stage node reads no input_zero_sign
     with pytest.raises(ValueError, match="unknown engine"):
         matmul(A, B, profile=get_profile("ampere-fp16"), engine="cuda")
     # a preset name works as the profile; a misspelt one gets a suggestion
@@ -342,13 +347,13 @@ def test_zero_results_are_positive(name):
 
 def test_pairwise_node_on_the_kernel():
     """The "pairwise" node (AMD CDNA2; the presets run in the agreement tests above): every
-    CDNA2 preset is on the kernel, and variants whose zero signs show in D (c read with its
-    sign: input_zero_sign "keep", neg_zero_to_pos False) equal the numpy engine on operands
-    and c drawn from zeros, subnormals (flushed or not) and small normals of both signs, so
+    CDNA2 and CDNA3 preset is on the kernel, and variants whose zero signs show in D (c read
+    with its sign: input_zero_sign "keep", neg_zero_to_pos False) equal the numpy engine on
+    operands and c drawn from zeros, subnormals (flushed or not) and small normals of both signs, so
     that flushed products, (-0) + (-0) and flushed c decide the signs; also an output rounding,
     RZ steps and a product order."""
-    cdna2 = [n for n, p in PRESETS.items() if p.arch == "cdna2"]
-    assert cdna2 and set(cdna2) <= set(SUPPORTED)
+    amd = [n for n, p in PRESETS.items() if p.arch in ("cdna2", "cdna3")]
+    assert len(amd) == 10 and set(amd) <= set(SUPPORTED)
     base = PRESETS["cdna2-fp16"]
     variants = [base.replace(input_zero_sign="keep"),
                 PRESETS["cdna2-bf16"].replace(input_zero_sign="keep", flush_inputs=False),
@@ -372,6 +377,39 @@ def test_pairwise_node_on_the_kernel():
         negative_zeros += int(((got == 0) & np.signbit(got)).sum())
         _engines_agree(_patterns(rng, fa, (M, K), False), _patterns(rng, fa, (K, N), False),
                        _patterns(rng, fc, (M, N), False), p)
+    assert negative_zeros > 0
+
+
+def test_two_stage_node_on_the_kernel():
+    """The "two-stage" node (AMD CDNA3; the presets run in the agreement tests above) with the
+    other alignments and rounding modes, an output rounding, a product order, flushed inputs
+    and no e_zero: equal to the numpy engine on random patterns (NaN / Inf rows recomputed),
+    on huge bf16 operands (products of 2^128 and more are Inf: rows that may reach it are
+    recomputed), and on zeros and tiny values whose results round to zeros of both signs."""
+    fp16, bf16 = PRESETS["cdna3-fp16"], PRESETS["cdna3-bf16"]
+    variants = [fp16.replace(output_rounding=("fp16", "RNE"), step_rounding=("fp32", "RZ")),
+                PRESETS["cdna3-fp8"].replace(k_order=tuple(range(31, -1, -1)),
+                                             alignment="nearest", alignment2="truncate"),
+                bf16.replace(flush_inputs=True, alignment2="nearest", e_zero=None),
+                PRESETS["cdna3-bf8-fp8"].replace(alignment="floor",
+                                                 step_rounding=("fp32", "RD")),
+                bf16]
+    negative_zeros = 0
+    for i, p in enumerate(variants):
+        rng = np.random.default_rng(60 + i)
+        fa, fb, fc = _operand_format(p), _b_format(p), resolve_format(p.out_format)
+        M, N, K = 6, 21, 2 * p.k
+        _engines_agree(_patterns(rng, fa, (M, K), False), _patterns(rng, fb, (K, N), False),
+                       _patterns(rng, fc, (M, N), False), p)
+        A = _values(rng, fa, (M, K), fa.emax - 3, fa.emax)
+        A[1::2] = _values(rng, fa, (M // 2, K), -2, 2)
+        _engines_agree(A, _values(rng, fb, (K, N), fb.emax - 3, fb.emax),
+                       _values(rng, fc, (M, N), 0, fc.emax), p)
+        A = np.where(rng.random((M, K)) < 0.6, 0.0, _values(rng, fa, (M, K), fa.emin, 0))
+        B = _values(rng, fb, (K, N), fb.emin, fb.emin + 2)
+        C = rng.choice([0.0, fc.min_normal / 4, -fc.min_normal / 4], (M, N))
+        got = _engines_agree(A, B, C, p)
+        negative_zeros += int(((got == 0) & np.signbit(got)).sum())
     assert negative_zeros > 0
 
 

@@ -378,6 +378,22 @@ def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
             run[j] = _round(v, p, q_lo, mf, mode, tiny, big)
 
 
+@njit(cache=True, inline="always")
+def _tiles(M, N, MI, W):
+    """(number of tiles, tiles per row of tiles) of an M x N output in MI x W tiles."""
+    njb = (N + W - 1) // W
+    return ((M + MI - 1) // MI) * njb, njb
+
+
+@njit(cache=True, inline="always")
+def _tile(t, njb, M, N, MI, W):
+    """(first row, end row, first column, width) of tile t (:func:`_tiles`)."""
+    ib = t // njb
+    i0 = ib * MI
+    j0 = (t - ib * njb) * W
+    return i0, min(M, i0 + MI), j0, min(N, j0 + W) - j0
+
+
 @njit(parallel=True, cache=True)
 def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out, outr, MI, W):
     """D (M, N) = the GEMM of A (M, K) and B (K, N) from C (M, N) as a chain of "pairwise"
@@ -391,18 +407,12 @@ def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out
     ``zero_pos``. ``step``, ``outr``: as in :func:`gemm_kernel`; MI x W: the tile."""
     M, K = A.shape
     N = B.shape[1]
-    nib = (M + MI - 1) // MI
-    njb = (N + W - 1) // W
+    nt, njb = _tiles(M, N, MI, W)
     S = k // L
     sp, sq, smf, smode, stiny, sbig = step
     op, oq, omf, omode, otiny, obig = outr
-    for t in prange(nib * njb):
-        ib = t // njb
-        jb = t - ib * njb
-        i0 = ib * MI
-        i1 = min(M, i0 + MI)
-        j0 = jb * W
-        w = min(N, j0 + W) - j0
+    for t in prange(nt):
+        i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
         lev = np.empty((L, w))
         for kc in range(0, K, k):
             for i in range(i0, i1):
@@ -437,6 +447,117 @@ def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out
                 if has_out:
                     for j in range(w):
                         drow[j] = _round(drow[j], op, oq, omf, omode, otiny, obig, keep_sign)
+
+
+@njit(cache=True, inline="always")
+def _cut_int(n, shift, neg, align):
+    """The signed ``(-1)^neg * n * 2^shift`` cut to an integer (int64 n >= 0; ``align`` 0
+    truncate (the magnitude toward zero), 1 floor (two's complement), 2 nearest (ties to even
+    on the magnitude)): ``vectorized._cut`` on one value, branch-free."""
+    up_s = min(max(shift, 0), 62)
+    d = min(max(-shift, 0), 62)
+    left = n << up_s
+    if align == 1:
+        signed = -n if neg else n
+        return (-left if neg else left) if shift >= 0 else (signed >> d)
+    q = n >> d
+    if align == 2:
+        dm = max(d, 1)
+        r = n & ((np.int64(1) << dm) - 1)
+        half = np.int64(1) << (dm - 1)
+        q += np.int64((d > 0) & ((r > half) | ((r == half) & ((q & 1) == 1))))
+    mag = left if shift >= 0 else q
+    return -mag if neg else mag
+
+
+@njit(parallel=True, cache=True)
+def two_stage_kernel(SA, EA, NA, SB, EB, NB, C, D, k, L, G, F, F2, align, align2, pbits, ez,
+                     c_drop, c_args, s_args, fs_emin, step, keep_sign, has_out, outr, MI, W):
+    """D (M, N) = the GEMM from C (M, N) as a chain of "two-stage" instructions (AMD CDNA3;
+    ``vectorized._two_stage_block``), on decoded operands (``vectorized._decode``: int64
+    significands S, leading exponents E, signs N; E of a zero is irrelevant, its S is 0):
+    stage 1 cuts the nonzero products of each of the G interleaved groups (product m in group
+    m mod G) at ``2^(e_g - F)`` (``align``) and sums them in int64, then cuts the group sums at
+    ``2^(e_dot - F)`` (``align2``); stage 2 adds the dot, cut at ``2^(e2 - F2 - 1)``, and c, cut
+    at ``2^(e2 - F)`` (dropped below ``2^(e2 - c_drop)`` where c_drop > 0), ``e2 = max(e_dot,
+    e_c)`` (a zero c: ``ez``); stage 3 cuts the sum to F2 fraction bits below its leading bit
+    (not below ``fs_emin``), then rho (``step``; zero signs kept where ``keep_sign``). c of the
+    first block is read in the output format, later ones in the step format: ``c_args``,
+    ``s_args`` = (p, emin, tiny: values below it are zeros under flush_inputs). Rows and
+    columns with NaN / Inf operands or products that may overflow are the caller's; a NaN or
+    Inf c is carried. Every integer fits int64 (``vectorized.check_exact``)."""
+    M, K = SA.shape
+    N = SB.shape[1]
+    nt, njb = _tiles(M, N, MI, W)
+    S = k // L
+    sent = np.int64(_NONE)
+    for t in prange(nt):
+        i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
+        eg = np.empty((G, w), np.int64)
+        tg = np.empty((G, w), np.int64)
+        for kc in range(0, K, k):
+            for i in range(i0, i1):
+                drow = D[i, j0:j0 + w]
+                crow = C[i, j0:j0 + w] if kc == 0 else drow
+                for s in range(S):
+                    kb = kc + s * L
+                    eg[:] = sent
+                    tg[:] = 0
+                    for m in range(L):  # the groups' maxima over nonzero products
+                        if SA[i, kb + m] == 0:
+                            continue
+                        ea = np.int64(EA[i, kb + m])
+                        e_row, s_row, g = EB[kb + m, j0:j0 + w], SB[kb + m, j0:j0 + w], m % G
+                        for j in range(w):
+                            lead = ea + e_row[j] if s_row[j] != 0 else sent
+                            eg[g, j] = max(eg[g, j], lead)
+                    for m in range(L):  # stage 1: each group's products cut and summed
+                        sa = np.int64(SA[i, kb + m])
+                        if sa == 0:
+                            continue
+                        ea, na, g = np.int64(EA[i, kb + m]), NA[i, kb + m], m % G
+                        e_row, s_row = EB[kb + m, j0:j0 + w], SB[kb + m, j0:j0 + w]
+                        n_row = NB[kb + m, j0:j0 + w]
+                        for j in range(w):
+                            sh = ea + e_row[j] - pbits - (eg[g, j] - F)
+                            tg[g, j] += _cut_int(sa * s_row[j], sh, na ^ n_row[j], align)
+                    cp, cemin, ctiny = c_args if s == 0 else s_args
+                    src = crow if s == 0 else drow
+                    for j in range(w):
+                        e_dot = sent
+                        for g in range(G):
+                            e_dot = max(e_dot, eg[g, j])
+                        dot = np.int64(0)
+                        for g in range(G):
+                            x = tg[g, j]
+                            gs = eg[g, j] - e_dot if eg[g, j] > sent else 0
+                            dot += _cut_int(abs(x), gs, x < 0, align2)
+                        c = src[j]
+                        ac = abs(c)
+                        finite = c - c == 0
+                        ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, cemin)
+                        cs = np.int64(ac * _pow2(cp - 1 - ce)) if finite else np.int64(0)
+                        cs = np.int64(0) if ac < ctiny else cs
+                        e2 = max(e_dot, ce if cs != 0 else ez)
+                        cs = np.int64(0) if (c_drop > 0 and ce < e2 - c_drop) else cs
+                        lsb2 = e2 - F2 - 1
+                        ds = e_dot - F - lsb2 if e_dot > sent else 0
+                        total = (_cut_int(abs(dot), ds, dot < 0, align2)
+                                 + (_cut_int(cs, ce - (cp - 1) - (e2 - F), c < 0, align2)
+                                    << (F2 + 1 - F)))
+                        mag = abs(total)
+                        blen = ((_bits(np.float64(mag)) >> 52) & 0x7FF) - 1022 if mag else 0
+                        lsb3 = max(blen - 1 + lsb2, fs_emin) - F2
+                        s3 = _cut_int(mag, lsb2 - lsb3, total < 0, align2)
+                        v = np.float64(s3) * _pow2(min(max(lsb3, -1000), 1000))
+                        v = 0.0 if total == 0 else v
+                        r = _round(v, step[0], step[1], step[2], step[3], step[4], step[5],
+                                   keep_sign)
+                        drow[j] = r if finite else c
+                if has_out:
+                    for j in range(w):
+                        drow[j] = _round(drow[j], outr[0], outr[1], outr[2], outr[3], outr[4],
+                                         outr[5], keep_sign)
 
 
 @njit(parallel=True, cache=True)
@@ -565,20 +686,14 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
     (Profile.e_zero_inert)."""
     M, K = AV.shape
     N = BV.shape[1]
-    nib = (M + MI - 1) // MI
-    njb = (N + W - 1) // W
+    nt, njb = _tiles(M, N, MI, W)
     S = k // L
     sp, sq, smf, smode, stiny, sbig = step
     op, oq, omf, omode, otiny, obig = outr
     tiny_out = 2.0 ** out_emin if flush_in else 0.0  # c below this is read as zero
     tiny_step = 2.0 ** step_emin if flush_in else 0.0
-    for t in prange(nib * njb):
-        ib = t // njb
-        jb = t - ib * njb
-        i0 = ib * MI
-        i1 = min(M, i0 + MI)
-        j0 = jb * W
-        w = min(N, j0 + W) - j0
+    for t in prange(nt):
+        i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
         mx = np.empty(w, EA.dtype)
         mn = np.empty(w, EA.dtype)
         sc = np.empty(w, AV.dtype)

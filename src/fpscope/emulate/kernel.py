@@ -41,7 +41,10 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   engine; a non-finite c (or a step that overflowed) is carried, as the reference does when the
   products are finite.
 
-Profiles the kernel does not handle (see :func:`unsupported`) go to the vectorised engine.
+The AMD nodes have loops of their own on the same tiles: the "pairwise" node (CDNA2) in float64
+(:func:`_pairwise`), the "two-stage" node (CDNA3) in int64 on the decoded operands
+(:func:`_two_stage`). Profiles the kernel does not handle (see :func:`unsupported`) go to the
+vectorised engine.
 Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
 the first k-chunk reads C, the later ones the running D (C is not copied into D); inside a tile,
 each k-chunk of B (k x cols values and exponents) stays in cache while every row of the tile
@@ -67,8 +70,9 @@ _KNOWN_FIELDS = frozenset((
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
     "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence",
     "b_format", "scale_format", "scale_block_size"))
-#: The fields the pairwise node reads besides those (kernel._pairwise).
-_PAIRWISE_FIELDS = frozenset(("node", "input_zero_sign"))
+#: The fields the pairwise and two-stage nodes read besides those (_pairwise, _two_stage).
+_OTHER_NODE_FIELDS = frozenset(("node", "input_zero_sign", "frac_bits2", "alignment2",
+                                "product_groups", "c_drop_bits", "product_overflow"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
@@ -139,34 +143,33 @@ def _run32(profile: Profile, vt) -> bool:
 def unsupported(profile: Profile) -> str | None:
     """Why the kernel cannot run ``profile`` (None when it can).
 
-    The kernel runs the fused node (block-scaled MX ones included) and the "pairwise" node (AMD
-    CDNA2, :func:`_pairwise`); "two-stage" (AMD CDNA3) and "grouped" (MXFP4 / NVFP4 with k = 64)
-    profiles go to the numpy engine. It handles the fields of
-    :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` (any other field must hold its
-    default; the pairwise node also reads ``node`` and ``input_zero_sign``) except,
-    in the fused node, ``product_overflow``, ``input_zero_sign`` "positive",
-    ``neg_zero_to_pos=False`` (the sign of an exact zero sum is not tracked), ``F > 28`` (one
-    cut product may not fit int32) and input formats wider than 24 significand bits; and no
-    rounding format may lie outside float64's normal range.
+    The kernel runs the fused node (block-scaled MX ones included), the "pairwise" node (AMD
+    CDNA2, :func:`_pairwise`) and the "two-stage" node (AMD CDNA3, :func:`_two_stage`);
+    "grouped" profiles (MXFP4 / NVFP4 with k = 64) go to the numpy engine. It handles the fields
+    of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` and, for the AMD nodes,
+    ``_OTHER_NODE_FIELDS`` (any other field must hold its default) except, in the fused node,
+    ``product_overflow``, ``input_zero_sign`` "positive", ``neg_zero_to_pos=False`` (the sign
+    of an exact zero sum is not tracked), ``F > 28`` (one cut product may not fit int32) and
+    input formats wider than 24 significand bits; and no rounding format may lie outside
+    float64's normal range.
     """
-    if profile.node not in ("fused", "pairwise"):
-        what = ("block-scaled groups: MXFP4 / NVFP4 with k = 64" if profile.node == "grouped"
-                else "AMD CDNA3 arithmetic")
-        return f"the {profile.node} node ({what}) runs on the numpy engine only"
-    pairwise = profile.node == "pairwise"
-    known = _KNOWN_FIELDS | (_PAIRWISE_FIELDS if pairwise else frozenset())
-    if profile.product_overflow is not None:
+    if profile.node == "grouped":
+        return ("the grouped node (block-scaled groups: MXFP4 / NVFP4 with k = 64) runs on the "
+                "numpy engine only")
+    other = profile.node != "fused"  # pairwise, two-stage
+    known = _KNOWN_FIELDS | (_OTHER_NODE_FIELDS if other else frozenset())
+    if profile.product_overflow is not None and profile.node == "fused":
         return "product_overflow (products that overflow to Inf) runs on the numpy engine only"
     for f in dataclasses.fields(profile):  # a field added after the kernel was written
         if f.name not in known and getattr(profile, f.name) != f.default:
-            if f.name in _PAIRWISE_FIELDS:
+            if f.name in _OTHER_NODE_FIELDS:
                 return f"{f.name} {getattr(profile, f.name)!r} runs on the numpy engine only"
             return f"the kernel does not model the profile field {f.name!r}"
     for fmt in (resolve_format(profile.out_format), resolve_format(profile.step_rounding[0]),
                 resolve_format(profile.output_rounding[0]) if profile.output_rounding else None):
         if fmt is not None and (fmt.emin - fmt.p < -1000 or fmt.emax > 1000 or fmt.p > 53):
             return f"rounding format {fmt.name} is outside the kernel's range"
-    if pairwise:
+    if other:
         return None
     if not profile.neg_zero_to_pos:
         return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
@@ -325,6 +328,56 @@ def _pairwise(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     return D
 
 
+def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | None):
+    """:func:`matmul` of a "two-stage" profile (AMD CDNA3) on ``_kernel_jit.two_stage_kernel``,
+    from the operands decoded as the numpy engine decodes them (``vectorized._decode``:
+    integer significands, leading exponents, signs), permuted by ``k_order``. Rows of A or
+    columns of B with NaN / Inf, and rows of A with a product that may reach
+    ``product_overflow``'s threshold (``max|a| * max|b| >= 2^(emax + 1)``), are computed by
+    the numpy engine."""
+    from ._kernel_jit import two_stage_kernel
+    from .vectorized import _decode, _overflow_threshold
+
+    fa, fb = _operand_formats(profile)
+    A_in, B_in = A, B
+    k = profile.k
+    if profile.k_order is not None:
+        perm = (np.arange(0, A.shape[1], k)[:, None]
+                + np.asarray(profile.k_order)[None, :]).ravel()
+        A, B = A[:, perm], B[perm, :]
+    DA, DB = _decode(A, fa, profile.flush_inputs), _decode(B, fb, profile.flush_inputs)
+    finA, finB = np.isfinite(A), np.isfinite(B)
+    bad_rows = ~finA.all(axis=1)
+    bad_cols = np.flatnonzero(~finB.all(axis=0))
+    limit = _overflow_threshold(profile)
+    if limit is not None and A.size and B.size:
+        big_b = np.abs(np.where(finB, B, 0.0)).max()
+        bad_rows |= np.abs(np.where(finA, A, 0.0)).max(axis=1) * big_b >= limit
+    fout = resolve_format(profile.out_format)
+    fstep = resolve_format(profile.step_rounding[0])
+    has_out = profile.output_rounding is not None
+    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
+    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    align = {"truncate": 0, "floor": 1, "nearest": 2}
+
+    def c_args(f):  # (p, emin, tiny) of c read in format f
+        return f.p, f.emin, f.min_normal if profile.flush_inputs else 0.0
+
+    D = np.empty(C.shape)
+    with _threads(threads):
+        two_stage_kernel(
+            DA.S, DA.e.astype(np.int32), DA.neg, DB.S, DB.e.astype(np.int32), DB.neg,
+            np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
+            profile.product_groups, profile.frac_bits, profile.frac_bits2,
+            align[profile.alignment], align[profile.alignment2], fa.p - 1 + fb.p - 1,
+            _NONE if profile.e_zero is None else profile.e_zero, profile.c_drop_bits or 0,
+            c_args(fout), c_args(fstep), fstep.emin,
+            _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+            not profile.neg_zero_to_pos, has_out, _rounding_args(fo, mo, profile.flush_outputs),
+            max(1, rows), max(1, cols))
+    return _recompute(D, A_in, B_in, C, profile, np.flatnonzero(bad_rows), bad_cols)
+
+
 @contextlib.contextmanager
 def _threads(n: int | None):
     """``with _threads(n):`` runs numba code on n threads (None: as set), then restores them."""
@@ -380,6 +433,8 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                          f"has them (scale_format {profile.scale_format})")
     if profile.node == "pairwise":
         return _pairwise(A, B, C, profile, rows, cols, threads)
+    if profile.node == "two-stage":
+        return _two_stage(A, B, C, profile, rows, cols, threads)
     fa, fb = _operand_formats(profile)
     A_in, B_in = A, B
     if scales is None:
@@ -429,15 +484,22 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
                     _int32_terms(profile), coding[2], not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
-    D = D.astype(np.float64, copy=False)
+    return _recompute(D.astype(np.float64, copy=False), A_in, B_in, C, profile, bad_rows,
+                      bad_cols, scales)
+
+
+def _recompute(D, A, B, C, profile: Profile, bad_rows, bad_cols, scales=None) -> np.ndarray:
+    """D with the rows ``bad_rows`` and columns ``bad_cols`` computed again by the numpy
+    engine (``vectorized.gemm_prepared``) from the caller's operands A, B, C (and block
+    scales): the outputs the kernel leaves to it (NaN / Inf operands, overflowing products)."""
     if len(bad_rows) or len(bad_cols):
         from .vectorized import gemm_prepared
 
         sa, sb = (None, None) if scales is None else scales
         if len(bad_rows):
-            D[bad_rows] = gemm_prepared(A_in[bad_rows], B_in, C[bad_rows], profile,
+            D[bad_rows] = gemm_prepared(A[bad_rows], B, C[bad_rows], profile,
                                         scales=None if sa is None else (sa[bad_rows], sb))
         if len(bad_cols):
-            D[:, bad_cols] = gemm_prepared(A_in, B_in[:, bad_cols], C[:, bad_cols], profile,
+            D[:, bad_cols] = gemm_prepared(A, B[:, bad_cols], C[:, bad_cols], profile,
                                            scales=None if sa is None else (sa, sb[:, bad_cols]))
     return D
