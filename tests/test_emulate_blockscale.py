@@ -85,10 +85,7 @@ def test_block_scaled_presets():
                 ("ue4m3", 16) if n.endswith("nvfp4") else ("e8m0", 32))
         assert not p.lossless
         check_exact(p)
-        if p.node == "fused":  # the kernel folds the scales into the operands
-            assert kernel.unsupported(p) is None
-        else:
-            assert kernel.unsupported(p).startswith("the grouped node")
+        assert kernel.unsupported(p) is None  # fused: scales folded; grouped: its own loop
 
 
 def test_old_profile_json_has_no_block_scales():
@@ -215,6 +212,7 @@ def test_random_block_scaled_profiles(node, G, groups, stages, blocks, F, e_zero
 # -- the numba kernel (fused node: scales folded into the operands) ---------------------------
 
 KERNEL_SCALED = [n for n in SCALED if PRESETS[n].node == "fused"]
+GROUPED = [n for n in SCALED if PRESETS[n].node == "grouped"]
 
 
 def _kernel_equals_numpy(p, rng, kind, M=9, N=40, chunks=3):
@@ -276,6 +274,52 @@ def test_kernel_folds_scales_like_the_numpy_engine():
         for kind in ("bits", "extreme", "tiny", "unit"):
             seen.add(_kernel_equals_numpy(p, np.random.default_rng([i, len(kind)]), kind))
     assert seen == {np.float32, np.float64}
+
+
+@pytest.mark.parametrize("name", GROUPED)
+@pytest.mark.parametrize("kind", ["bits", "finite", "extreme", "tiny", "unit"])
+def test_kernel_runs_grouped_presets(name, kind):
+    """The grouped node (MXFP4 / NVFP4 with k = 64) on the kernel's own loop equals the numpy
+    engine against every kind of scale (NaN scales recomputed by numpy)."""
+    _kernel_equals_numpy(PRESETS[name], np.random.default_rng([len(name), len(kind)]), kind)
+
+
+def test_kernel_grouped_variants_and_zero_signs():
+    """Grouped variants (signed zeros kept, no e_zero, zero operands read as +0, nearest
+    alignment with an fp16 output, flushed inputs with RNE steps) on random patterns, and on
+    operands that are mostly zeros of both signs, zero or tiny scales and zero c, so that
+    exact zero sums take the signs the node gives them: -0 where every group and c are
+    negative, c's zero where there is nothing at all (no e_zero), +0 for zero operands read as
+    positive."""
+    from fpscope.emulate.vectorized import gemm_prepared, prepare
+
+    nv, mx = PRESETS["rtx-blackwell-nvfp4"], PRESETS["blackwell-tcgen05-mxfp4"]
+    variants = [nv.replace(neg_zero_to_pos=False), nv.replace(e_zero=None, neg_zero_to_pos=False),
+                nv.replace(input_zero_sign="positive", neg_zero_to_pos=False),
+                nv.replace(alignment="nearest", output_rounding=("fp16", "RNE")),
+                mx.replace(flush_inputs=True, step_rounding=("fp32", "RNE")),
+                mx.replace(e_zero=None, neg_zero_to_pos=False)]
+    negative_zeros = 0
+    for i, p in enumerate(variants):
+        rng = np.random.default_rng(80 + i)
+        for kind in ("bits", "tiny", "unit"):
+            _kernel_equals_numpy(p, rng, kind)
+        M, N, K, s = 8, 24, 2 * p.k, p.scale_block_size
+        A = rng.choice([0.0, -0.0, 0.5, -0.5], (M, K), p=[.45, .45, .05, .05])
+        A[:4] = rng.choice([0.0, -0.0], (4, K))
+        A[0] = -0.0
+        B = rng.choice([0.0, -0.0, 1.0, -1.0], (K, N), p=[.3, .3, .2, .2])
+        B[:, 0], B[:, 1] = 1.0, -1.0
+        C = rng.choice([0.0, -0.0], (M, N))
+        small = 0.0 if p.scale_format == "ue4m3" else 2.0 ** -127
+        SA = rng.choice([1.0, small], (M, K // s))
+        SB = rng.choice([1.0, 2.0], (K // s, N))
+        A, B, C, scales = prepare(A, B, C, p, scale_a=SA, scale_b=SB)
+        want = gemm_prepared(A, B, C, p, scales=scales)
+        got = kernel.matmul(A, B, C, p, rows=3, cols=16, scales=scales)
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), p
+        negative_zeros += int(((got == 0) & np.signbit(got)).sum())
+    assert negative_zeros > 0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -421,25 +465,33 @@ def test_matmul_and_dot_equal_the_reference_loop(name):
     rng = np.random.default_rng(5)
     A, B, C, SA, SB = _gemm_operands(p, rng, 3, 3 * p.k, 4)
     want = _loop(A, B, C, p, SA, SB)
-    for engine in ("auto", "numpy") + (("numba",) if p.node == "fused" else ()):
+    for engine in ("auto", "numpy", "numba"):
         D = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB)
         assert np.array_equal(_bits(D.ravel(), p), _bits(want.ravel(), p))
     d = dot(A[1], B[:, 2], C[1, 2], profile=p, scale_a=SA[1], scale_b=SB[:, 2])
     assert output_bits(d, p) == output_bits(float(want[1, 2]), p)
 
 
-def test_auto_engine_takes_numpy_for_block_scales(monkeypatch):
-    """engine "auto" picks the numba kernel for big GEMMs only when it can run the profile:
-    for a grouped block-scaled one (MXFP4 / NVFP4 with k = 64) it stays on numpy (with every
-    GEMM counted big here)."""
+def test_auto_engine_takes_the_kernel_for_block_scales(monkeypatch):
+    """engine "auto" picks the numba kernel for big GEMMs (every GEMM counted big here) of a
+    grouped block-scaled profile too, with the numpy engine's bits; a grouped profile with
+    product_overflow (which the kernel does not model) stays on numpy."""
     import fpscope.emulate as em
 
     p = PRESETS["rtx-blackwell-mxfp4"]
     A, B, C, SA, SB = _gemm_operands(p, np.random.default_rng(7), 2, 64, 3)
     want = matmul(A, B, C, profile=p, engine="numpy", scale_a=SA, scale_b=SB)
     monkeypatch.setattr(em, "AUTO_NUMBA_FROM", 0)
+    calls = []
+    run = kernel.matmul
+    monkeypatch.setattr(kernel, "matmul", lambda *a, **kw: calls.append(1) or run(*a, **kw))
     got = matmul(A, B, C, profile=p, scale_a=SA, scale_b=SB)
-    assert np.array_equal(got, want, equal_nan=True)  # the kernel would have raised
+    assert calls and np.array_equal(got, want, equal_nan=True)
+    calls.clear()
+    q = p.replace(product_overflow="fp32")
+    assert "product_overflow" in kernel.unsupported(q)
+    matmul(A, B, C, profile=q, scale_a=SA, scale_b=SB)
+    assert not calls
 
 
 def test_matmul_pad_and_library_level_with_scales():
@@ -483,9 +535,10 @@ def test_scale_errors_are_one_line():
         with pytest.raises(ValueError, match=fragment) as exc:
             matmul(A, B, profile=p, **kw)
         assert "\n" not in str(exc.value)
-    with pytest.raises(ValueError, match="numba engine cannot run this profile: the grouped "
-                                         "node") as exc:
-        matmul(np.ones((2, 64)), np.ones((64, 3)), profile=PRESETS["rtx-blackwell-mxfp4"],
+    with pytest.raises(ValueError, match="numba engine cannot run this profile: "
+                                         "product_overflow") as exc:
+        matmul(np.ones((2, 64)), np.ones((64, 3)),
+               profile=PRESETS["rtx-blackwell-mxfp4"].replace(product_overflow="fp32"),
                scale_a=np.ones((2, 2)), scale_b=np.ones((2, 3)), engine="numba")
     assert "\n" not in str(exc.value)
     with pytest.raises(ValueError, match="scale block size 32"):
@@ -510,13 +563,12 @@ def test_scale_errors_are_one_line():
 @pytest.mark.parametrize("engine", ["numpy", "numba"])
 def test_progress_bands_give_the_same_bits(engine):
     """matmul(progress=) computes D in bands of rows (each with its rows of A, C and scale_a)
-    and reports each band; the bits equal one call's, for a split-K profile and a fused
-    block-scaled one on both engines and a grouped block-scaled one on numpy."""
+    and reports each band; the bits equal one call's, for a split-K profile and a fused and a
+    grouped block-scaled one, on both engines."""
     rng = np.random.default_rng(9)
     cases = [(PRESETS["hopper-fp16"].replace(split_k=2), None),
-             (PRESETS["blackwell-tcgen05-mxfp8-e5m2"], "scaled")]
-    if engine == "numpy":
-        cases.append((PRESETS["rtx-blackwell-nvfp4"], "scaled"))
+             (PRESETS["blackwell-tcgen05-mxfp8-e5m2"], "scaled"),
+             (PRESETS["rtx-blackwell-nvfp4"], "scaled")]
     for p, scaled in cases:
         M = 300  # one thread: bands of 128 rows (two tiles), the last one ragged
         if scaled:

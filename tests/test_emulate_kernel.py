@@ -254,12 +254,12 @@ def test_unsupported_profiles_are_refused_or_routed():
     _assert_same(matmul(A, B, profile=p, engine="auto"), numpy_matmul(A, B, profile=p))
     wide = get_profile("ampere-fp16").replace(frac_bits=30)
     assert "int32" in kernel.unsupported(wide)
-    # the grouped node (MXFP4 / NVFP4, k = 64): refused in one line, "auto" routes it to numpy
-    q = get_profile("rtx-blackwell-mxfp4")
-    assert kernel.unsupported(q).startswith("the grouped node")
+    # a grouped profile with product_overflow: refused in one line, "auto" routes it to numpy
+    q = get_profile("rtx-blackwell-mxfp4").replace(product_overflow="fp32")
+    assert kernel.unsupported(q).startswith("product_overflow")
     A4, B4 = np.ones((2, 64)), np.ones((64, 3))
     sc = {"scale_a": np.ones((2, 2)), "scale_b": np.ones((2, 3))}
-    with pytest.raises(ValueError, match="cannot run this profile: the grouped node"):
+    with pytest.raises(ValueError, match="cannot run this profile: product_overflow"):
         matmul(A4, B4, profile=q, engine="numba", **sc)
     _assert_same(matmul(A4, B4, profile=q, engine="auto", **sc),
                  numpy_matmul(A4, B4, profile=q, **sc))

@@ -394,6 +394,26 @@ def _tile(t, njb, M, N, MI, W):
     return i0, min(M, i0 + MI), j0, min(N, j0 + W) - j0
 
 
+@njit(cache=True, inline="always")
+def _decode_value(x, p, emin, tiny):
+    """(S, e, finite) of a float64 value x of a format of precision p and smallest normal
+    exponent emin (``vectorized._decode`` of one value): ``|x| = S * 2^(e - (p - 1))``, ``e =
+    max(floor(log2|x|), emin)``; S = 0 for a zero, a value below ``tiny`` (flushed) or a
+    non-finite one."""
+    ax = abs(x)
+    finite = x - x == 0
+    e = max(((_bits(x) >> 52) & 0x7FF) - 1023, emin)
+    S = np.int64(ax * _pow2(p - 1 - e)) if finite else np.int64(0)
+    return (np.int64(0) if ax < tiny else S), e, finite
+
+
+@njit(cache=True, inline="always")
+def _round_row(row, w, args, keep_sign):
+    """row[:w] rounded in place by :func:`_round` with ``args`` (p, q_lo, mf, mode, tiny, big)."""
+    for j in range(w):
+        row[j] = _round(row[j], args[0], args[1], args[2], args[3], args[4], args[5], keep_sign)
+
+
 @njit(parallel=True, cache=True)
 def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out, outr, MI, W):
     """D (M, N) = the GEMM of A (M, K) and B (K, N) from C (M, N) as a chain of "pairwise"
@@ -410,7 +430,6 @@ def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out
     nt, njb = _tiles(M, N, MI, W)
     S = k // L
     sp, sq, smf, smode, stiny, sbig = step
-    op, oq, omf, omode, otiny, obig = outr
     for t in prange(nt):
         i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
         lev = np.empty((L, w))
@@ -445,8 +464,7 @@ def pairwise_kernel(A, B, C, D, k, L, step, keep_sign, c_tiny, zero_pos, has_out
                         drow[j] = _round(_sum_round_to_odd(c, top[j]), sp, sq, smf, smode,
                                          stiny, sbig, keep_sign)
                 if has_out:
-                    for j in range(w):
-                        drow[j] = _round(drow[j], op, oq, omf, omode, otiny, obig, keep_sign)
+                    _round_row(drow, w, outr, keep_sign)
 
 
 @njit(cache=True, inline="always")
@@ -533,11 +551,7 @@ def two_stage_kernel(SA, EA, NA, SB, EB, NB, C, D, k, L, G, F, F2, align, align2
                             gs = eg[g, j] - e_dot if eg[g, j] > sent else 0
                             dot += _cut_int(abs(x), gs, x < 0, align2)
                         c = src[j]
-                        ac = abs(c)
-                        finite = c - c == 0
-                        ce = max(((_bits(c) >> 52) & 0x7FF) - 1023, cemin)
-                        cs = np.int64(ac * _pow2(cp - 1 - ce)) if finite else np.int64(0)
-                        cs = np.int64(0) if ac < ctiny else cs
+                        cs, ce, finite = _decode_value(c, cp, cemin, ctiny)
                         e2 = max(e_dot, ce if cs != 0 else ez)
                         cs = np.int64(0) if (c_drop > 0 and ce < e2 - c_drop) else cs
                         lsb2 = e2 - F2 - 1
@@ -555,9 +569,93 @@ def two_stage_kernel(SA, EA, NA, SB, EB, NB, C, D, k, L, G, F, F2, align, align2
                                    keep_sign)
                         drow[j] = r if finite else c
                 if has_out:
+                    _round_row(drow, w, outr, keep_sign)
+
+
+@njit(parallel=True, cache=True)
+def grouped_kernel(SA, EA, NA, SB, EB, NB, QA, XA, QB, XB, C, D, k, L, G, sbs, F, align, ez,
+                   e_min, wmin, c_args, s_args, step, keep_sign, has_out, outr, MI, W):
+    """D (M, N) = the GEMM from C (M, N) as a chain of "grouped" instructions (MXFP4 / NVFP4
+    with k = 64; ``vectorized._grouped_block``), on decoded operands (S, E, N as in
+    :func:`two_stage_kernel`; N already False for zeros under input_zero_sign "positive") and
+    decoded block scales (QA (M, K / sbs), QB (K / sbs, N): integer significands; XA, XB: their
+    leading exponents). Each contiguous group of G products is summed exactly in int64 in units
+    of the smallest product weight (``e_min`` = emin_a + emin_b), times its scales' significand
+    product, with leading exponent the scales' exponent sum (``ez`` where every product or
+    the scale is zero) and unit weight ``wmin`` + that sum; the groups and c are cut at
+    ``2^(e_max - F)`` (``align``), summed and rounded by rho. An exact zero is -0 where every
+    group and c are negative; with no e_zero (``ez`` = _NONE) a block of zero groups and zero c
+    gives c's zero where ``keep_sign``. ``c_args``, ``s_args`` = (p, emin, tiny, positive): c
+    of the first block read in the output format (zeros +0 where ``positive``), later ones in
+    the step format. Rows and columns with NaN / Inf operands or scales are the caller's; a NaN
+    or Inf c is carried."""
+    M, K = SA.shape
+    N = SB.shape[1]
+    nt, njb = _tiles(M, N, MI, W)
+    S = k // L
+    ng = L // G
+    sent = np.int64(_NONE)
+    for t in prange(nt):
+        i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
+        P = np.empty((ng, w), np.int64)
+        zero = np.empty((ng, w), np.bool_)
+        allneg = np.empty((ng, w), np.bool_)
+        for kc in range(0, K, k):
+            for i in range(i0, i1):
+                drow = D[i, j0:j0 + w]
+                crow = C[i, j0:j0 + w] if kc == 0 else drow
+                for s in range(S):
+                    kb = kc + s * L
+                    P[:] = 0
+                    zero[:] = True
+                    allneg[:] = True
+                    for m in range(L):  # each group's exact sum, in units of 2^wmin
+                        g = m // G
+                        sa, ea, na = np.int64(SA[i, kb + m]), np.int64(EA[i, kb + m]), NA[i, kb + m]
+                        s_row, e_row = SB[kb + m, j0:j0 + w], EB[kb + m, j0:j0 + w]
+                        n_row = NB[kb + m, j0:j0 + w]
+                        for j in range(w):
+                            n = sa * s_row[j]
+                            neg = na ^ n_row[j]
+                            sh = min(max(ea + e_row[j] - e_min, 0), 62) if n != 0 else 0
+                            P[g, j] += (-n if neg else n) << sh
+                            zero[g, j] &= n == 0
+                            allneg[g, j] &= neg
+                    cp, cemin, ctiny, cpos = c_args if s == 0 else s_args
+                    src = crow if s == 0 else drow
                     for j in range(w):
-                        drow[j] = _round(drow[j], outr[0], outr[1], outr[2], outr[3], outr[4],
-                                         outr[5], keep_sign)
+                        c = src[j]
+                        cs, ce, finite = _decode_value(c, cp, cemin, ctiny)
+                        cneg = (c < 0) | ((c == 0) & (np.copysign(1.0, c) < 0))
+                        cneg = cneg & ~(cpos & (cs == 0))
+                        emax = ce if cs != 0 else ez
+                        for g in range(ng):
+                            x = (kb + g * G) // sbs
+                            q = np.int64(QA[i, x]) * np.int64(QB[x, j0 + j])
+                            lead = ez if (zero[g, j] | (q == 0)) else XA[i, x] + XB[x, j0 + j]
+                            emax = max(emax, lead)
+                        lsb = emax - F
+                        total = _cut_int(cs, ce - (cp - 1) - lsb, cneg, align)
+                        negs = cneg
+                        nothing = cs == 0
+                        for g in range(ng):
+                            x = (kb + g * G) // sbs
+                            q = np.int64(QA[i, x]) * np.int64(QB[x, j0 + j])
+                            pg = P[g, j]
+                            gneg = (pg < 0) | ((pg == 0) & allneg[g, j])
+                            wg = wmin + XA[i, x] + XB[x, j0 + j]
+                            total += _cut_int(abs(pg) * q, wg - lsb, gneg, align)
+                            negs = negs & gneg
+                            nothing = nothing & (zero[g, j] | (q == 0))
+                        v = np.float64(total) * _pow2(min(max(lsb, -1000), 1000))
+                        v = (-0.0 if negs else 0.0) if total == 0 else v
+                        r = _round(v, step[0], step[1], step[2], step[3], step[4], step[5],
+                                   keep_sign)
+                        if ez == sent and nothing:
+                            r = (-0.0 if cneg else 0.0) if keep_sign else 0.0
+                        drow[j] = r if finite else c
+                if has_out:
+                    _round_row(drow, w, outr, keep_sign)
 
 
 @njit(parallel=True, cache=True)

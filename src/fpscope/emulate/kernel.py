@@ -41,10 +41,11 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   engine; a non-finite c (or a step that overflowed) is carried, as the reference does when the
   products are finite.
 
-The AMD nodes have loops of their own on the same tiles: the "pairwise" node (CDNA2) in float64
-(:func:`_pairwise`), the "two-stage" node (CDNA3) in int64 on the decoded operands
-(:func:`_two_stage`). Profiles the kernel does not handle (see :func:`unsupported`) go to the
-vectorised engine.
+The other node kinds have loops of their own on the same tiles: the "pairwise" node (AMD CDNA2)
+in float64 (:func:`_pairwise`), the "two-stage" node (AMD CDNA3) and the "grouped" node (MXFP4
+/ NVFP4 with k = 64) in int64 on the operands decoded as the numpy engine decodes them
+(:func:`_two_stage`, :func:`_grouped`). Profiles the kernel does not handle (see
+:func:`unsupported`) go to the vectorised engine.
 Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
 the first k-chunk reads C, the later ones the running D (C is not copied into D); inside a tile,
 each k-chunk of B (k x cols values and exponents) stays in cache while every row of the tile
@@ -72,7 +73,8 @@ _KNOWN_FIELDS = frozenset((
     "b_format", "scale_format", "scale_block_size"))
 #: The fields the pairwise and two-stage nodes read besides those (_pairwise, _two_stage).
 _OTHER_NODE_FIELDS = frozenset(("node", "input_zero_sign", "frac_bits2", "alignment2",
-                                "product_groups", "c_drop_bits", "product_overflow"))
+                                "product_groups", "c_drop_bits", "product_overflow",
+                                "group_size"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
@@ -143,22 +145,19 @@ def _run32(profile: Profile, vt) -> bool:
 def unsupported(profile: Profile) -> str | None:
     """Why the kernel cannot run ``profile`` (None when it can).
 
-    The kernel runs the fused node (block-scaled MX ones included), the "pairwise" node (AMD
-    CDNA2, :func:`_pairwise`) and the "two-stage" node (AMD CDNA3, :func:`_two_stage`);
-    "grouped" profiles (MXFP4 / NVFP4 with k = 64) go to the numpy engine. It handles the fields
-    of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` and, for the AMD nodes,
-    ``_OTHER_NODE_FIELDS`` (any other field must hold its default) except, in the fused node,
-    ``product_overflow``, ``input_zero_sign`` "positive", ``neg_zero_to_pos=False`` (the sign
-    of an exact zero sum is not tracked), ``F > 28`` (one cut product may not fit int32) and
-    input formats wider than 24 significand bits; and no rounding format may lie outside
-    float64's normal range.
+    The kernel runs every node kind: the fused node (block-scaled MX ones included), and with
+    loops of their own the "pairwise" node (AMD CDNA2, :func:`_pairwise`), the "two-stage" node
+    (AMD CDNA3, :func:`_two_stage`) and the "grouped" node (MXFP4 / NVFP4 with k = 64,
+    :func:`_grouped`). It handles the fields of :class:`~fpscope.profile.Profile` in
+    ``_KNOWN_FIELDS`` and, for the other nodes, ``_OTHER_NODE_FIELDS`` (any other field must
+    hold its default) except ``product_overflow`` in the fused and grouped nodes, and in the
+    fused node ``input_zero_sign`` "positive", ``neg_zero_to_pos=False`` (the sign of an exact
+    zero sum is not tracked), ``F > 28`` (one cut product may not fit int32) and input formats
+    wider than 24 significand bits; no rounding format may lie outside float64's normal range.
     """
-    if profile.node == "grouped":
-        return ("the grouped node (block-scaled groups: MXFP4 / NVFP4 with k = 64) runs on the "
-                "numpy engine only")
-    other = profile.node != "fused"  # pairwise, two-stage
+    other = profile.node != "fused"  # pairwise, two-stage, grouped
     known = _KNOWN_FIELDS | (_OTHER_NODE_FIELDS if other else frozenset())
-    if profile.product_overflow is not None and profile.node == "fused":
+    if profile.product_overflow is not None and profile.node in ("fused", "grouped"):
         return "product_overflow (products that overflow to Inf) runs on the numpy engine only"
     for f in dataclasses.fields(profile):  # a field added after the kernel was written
         if f.name not in known and getattr(profile, f.name) != f.default:
@@ -378,6 +377,47 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
     return _recompute(D, A_in, B_in, C, profile, np.flatnonzero(bad_rows), bad_cols)
 
 
+def _grouped(A, B, C, profile: Profile, rows: int, cols: int, threads: int | None, scales):
+    """:func:`matmul` of a "grouped" profile (MXFP4 / NVFP4 with k = 64) on
+    ``_kernel_jit.grouped_kernel``, from the operands and block scales decoded as the numpy
+    engine decodes them (``vectorized._decode``; under ``input_zero_sign`` "positive" a zero
+    operand counts as positive). Rows of A or columns of B with NaN / Inf operands or NaN
+    scales are computed by the numpy engine."""
+    from ._kernel_jit import grouped_kernel
+    from .vectorized import _decode, _positive_zeros
+
+    fa, fb = _operand_formats(profile)
+    fs = resolve_format(profile.scale_format)
+    SA, SB = scales
+    DA, DB = _decode(A, fa, profile.flush_inputs), _decode(B, fb, profile.flush_inputs)
+    QA, QB = _decode(SA, fs, False), _decode(SB, fs, False)
+    positive = profile.input_zero_sign == "positive"
+    NA, NB = (_positive_zeros(DA), _positive_zeros(DB)) if positive else (DA.neg, DB.neg)
+    bad_rows = np.flatnonzero(~(np.isfinite(A).all(axis=1) & np.isfinite(SA).all(axis=1)))
+    bad_cols = np.flatnonzero(~(np.isfinite(B).all(axis=0) & np.isfinite(SB).all(axis=0)))
+    fout = resolve_format(profile.out_format)
+    fstep = resolve_format(profile.step_rounding[0])
+    has_out = profile.output_rounding is not None
+    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
+    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    tiny = (lambda f: f.min_normal if profile.flush_inputs else 0.0)
+    D = np.empty(C.shape)
+    with _threads(threads):
+        grouped_kernel(
+            DA.S, DA.e.astype(np.int32), NA, DB.S, DB.e.astype(np.int32), NB,
+            QA.S, QA.e.astype(np.int32), QB.S, QB.e.astype(np.int32),
+            np.ascontiguousarray(C, dtype=np.float64), D, profile.k, profile.block_size,
+            profile.group_size, profile.scale_block_size, profile.frac_bits,
+            {"truncate": 0, "floor": 1, "nearest": 2}[profile.alignment],
+            _NONE if profile.e_zero is None else profile.e_zero, fa.emin + fb.emin,
+            fa.emin + fb.emin - (fa.p - 1) - (fb.p - 1) - 2 * (fs.p - 1),
+            (fout.p, fout.emin, tiny(fout), positive), (fstep.p, fstep.emin, tiny(fstep), False),
+            _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+            not profile.neg_zero_to_pos, has_out, _rounding_args(fo, mo, profile.flush_outputs),
+            max(1, rows), max(1, cols))
+    return _recompute(D, A, B, C, profile, bad_rows, bad_cols, scales)
+
+
 @contextlib.contextmanager
 def _threads(n: int | None):
     """``with _threads(n):`` runs numba code on n threads (None: as set), then restores them."""
@@ -435,6 +475,8 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         return _pairwise(A, B, C, profile, rows, cols, threads)
     if profile.node == "two-stage":
         return _two_stage(A, B, C, profile, rows, cols, threads)
+    if profile.node == "grouped":
+        return _grouped(A, B, C, profile, rows, cols, threads, scales)
     fa, fb = _operand_formats(profile)
     A_in, B_in = A, B
     if scales is None:
