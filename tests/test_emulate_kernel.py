@@ -413,6 +413,39 @@ def test_two_stage_node_on_the_kernel():
     assert negative_zeros > 0
 
 
+def test_lossless_fused_node_on_the_kernel():
+    """Lossless fused profiles (AMD CDNA1: F = 276 / 520, every block the exact sum rounded
+    once; the presets run in the agreement tests above) on the kernel's own loop: equal to the
+    numpy engine with e_zero set or not, flushes, RZ / RD steps and an fp16 output, a product
+    order, on random patterns and on zeros and subnormals of both signs (exact zero sums: -0
+    where every term is negative, c's zero where nothing is nonzero and e_zero is None)."""
+    c1 = [n for n, p in PRESETS.items() if p.arch == "cdna1"]
+    assert c1 and set(c1) <= set(SUPPORTED)
+    fp16, bf16 = PRESETS["cdna1-fp16"], PRESETS["cdna1-bf16"]
+    variants = [fp16.replace(e_zero=-30), bf16,
+                fp16.replace(flush_inputs=True, flush_outputs=True, step_rounding=("fp32", "RZ"),
+                             output_rounding=("fp16", "RNE")),
+                bf16.replace(k_order=tuple(range(7, -1, -1)), step_rounding=("fp32", "RD")),
+                fp16.replace(neg_zero_to_pos=True)]
+    negative_zeros = 0
+    for i, p in enumerate(variants):
+        assert p.lossless and kernel.unsupported(p) is None
+        rng = np.random.default_rng(90 + i)
+        fa, fc = resolve_format(p.in_format), resolve_format(p.out_format)
+        M, N, K = 6, 21, 2 * p.k
+        _engines_agree(_patterns(rng, fa, (M, K), False), _patterns(rng, fa, (K, N), False),
+                       _patterns(rng, fc, (M, N), False), p)
+        sub = fa.min_normal / 2
+        A = rng.choice([0.0, -0.0, sub, -sub, fa.min_normal, -fa.min_normal], (M, K),
+                       p=[.3, .3, .1, .1, .1, .1])
+        B = rng.choice([1.0, -1.0, 0.0, -0.0, sub, -sub], (K, N))
+        C = rng.choice([0.0, -0.0, fc.min_normal / 2, -fc.min_normal / 2], (M, N))
+        A[0], B[:, 0], C[0] = -0.0, 1.0, -0.0  # -0 products and c: D[0, 0] -0 where kept
+        got = _engines_agree(A, B, C, p)
+        negative_zeros += int(((got == 0) & np.signbit(got)).sum())
+    assert negative_zeros > 0
+
+
 def test_bf16_and_tf32_take_float32_only_when_the_data_allows():
     """Ordinary bf16 / tf32 data runs on the float32 path, wide or tiny data on float64, and
     both agree with the numpy engine (the agreement tests above run both paths too)."""
@@ -471,10 +504,11 @@ def test_float32_running_values(name, monkeypatch):
 
 
 def test_every_kernel_preset_keeps_float32_running_values():
-    """Every preset the kernel runs takes the float32 running values (the 16-lane set-up) on
-    ordinary data, as README's benchmark paragraph says; floor alignment does not."""
+    """Every preset the int32 GEMM kernel runs (the other node kinds have loops of their own)
+    takes the float32 running values (the 16-lane set-up) on ordinary data, as README's
+    benchmark paragraph says; floor alignment does not."""
     one = np.ones((1, 1))
-    slow = [n for n in SUPPORTED if PRESETS[n].node == "fused"
+    slow = [n for n in SUPPORTED if kernel._loop(PRESETS[n]) == "fused"
             and not kernel._run32(PRESETS[n], kernel._value_dtype(PRESETS[n], one, one))]
     assert SUPPORTED and not slow, slow
     floor = PRESETS["hopper-fp16"].replace(alignment="floor")

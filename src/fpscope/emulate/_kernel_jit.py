@@ -489,6 +489,87 @@ def _cut_int(n, shift, neg, align):
 
 
 @njit(parallel=True, cache=True)
+def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, no_ez, step, keep_sign, has_out,
+                    outr, MI, W):
+    """D (M, N) = the GEMM from C (M, N) as a chain of lossless fused instructions (the cut
+    never drops a bit: ``Profile.lossless``, AMD CDNA1; ``vectorized._block``): each block's L
+    products (exact in float64) and c summed exactly and rounded once, as
+    ``vectorized._exact_sum_odd`` does (VecSum passes until none changes anything, over a row
+    of the tile at a time, then the top part rounded to odd) followed by rho. AV, BV: operand
+    values with flushed ones zero; NA, NB: their sign bits (False for zeros under
+    input_zero_sign "positive"). An exact zero sum is -0 where every product and c are
+    negative; with no e_zero (``no_ez``) a block of zero products and zero c gives c's zero
+    where ``keep_sign``. ``c_args``, ``s_args``: (tiny, positive) of the first block's c
+    (output format) and of later ones (step format). Rows and columns with NaN / Inf operands
+    are the caller's; a NaN or Inf c is carried."""
+    M, K = AV.shape
+    N = BV.shape[1]
+    nt, njb = _tiles(M, N, MI, W)
+    S = k // L
+    n = L + 1
+    for t in prange(nt):
+        i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
+        T = np.empty((n, w))
+        allneg = np.empty(w, np.bool_)
+        cneg = np.empty(w, np.bool_)
+        zero = np.empty(w, np.bool_)
+        for kc in range(0, K, k):
+            for i in range(i0, i1):
+                drow = D[i, j0:j0 + w]
+                crow = C[i, j0:j0 + w] if kc == 0 else drow
+                for s in range(S):
+                    kb = kc + s * L
+                    ctiny, cpos = c_args if s == 0 else s_args
+                    src = crow if s == 0 else drow
+                    for j in range(w):
+                        c = src[j]
+                        cv = c if abs(c) >= ctiny else np.copysign(0.0, c)
+                        cv = cv if c - c == 0 else 0.0
+                        neg = (np.copysign(1.0, c) < 0) & ~(cpos & (cv == 0))
+                        T[L, j] = cv
+                        allneg[j] = neg
+                        cneg[j] = neg
+                        zero[j] = cv == 0
+                    for m in range(L):
+                        a, na = AV[i, kb + m], NA[i, kb + m]
+                        b_row, nb_row, trow = BV[kb + m, j0:j0 + w], NB[kb + m, j0:j0 + w], T[m]
+                        for j in range(w):
+                            trow[j] = a * b_row[j]
+                            allneg[j] &= na ^ nb_row[j]
+                            zero[j] &= trow[j] == 0
+                    for _ in range(4 * n + 64):  # VecSum passes (vectorized._exact_sum_odd)
+                        changed = 0
+                        for q in range(n - 1):
+                            hi_row, lo_row = T[q + 1], T[q]
+                            for j in range(w):
+                                x, y = hi_row[j], lo_row[j]
+                                sm = x + y
+                                bp = sm - x
+                                er = (x - (sm - bp)) + (y - bp)
+                                changed += np.int64((sm != x) | (er != y))
+                                hi_row[j] = sm
+                                lo_row[j] = er
+                        if changed == 0:
+                            break
+                    top, below = T[n - 1], T[n - 2]
+                    for j in range(w):
+                        c = src[j]
+                        x = top[j]
+                        hb = _bits(x)
+                        step_ = 1 if (below[j] > 0) == (x > 0) else -1
+                        x = np.int64(hb + step_).view(np.float64) if (
+                            (below[j] != 0) & ((hb & 1) == 0)) else x
+                        x = (-0.0 if allneg[j] else 0.0) if x == 0 else x
+                        r = _round(x, step[0], step[1], step[2], step[3], step[4], step[5],
+                                   keep_sign)
+                        if no_ez and zero[j]:
+                            r = -0.0 if (keep_sign and cneg[j]) else 0.0
+                        drow[j] = r if c - c == 0 else c
+                if has_out:
+                    _round_row(drow, w, outr, keep_sign)
+
+
+@njit(parallel=True, cache=True)
 def two_stage_kernel(SA, EA, NA, SB, EB, NB, C, D, k, L, G, F, F2, align, align2, pbits, ez,
                      c_drop, c_args, s_args, fs_emin, step, keep_sign, has_out, outr, MI, W):
     """D (M, N) = the GEMM from C (M, N) as a chain of "two-stage" instructions (AMD CDNA3;

@@ -41,11 +41,12 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   engine; a non-finite c (or a step that overflowed) is carried, as the reference does when the
   products are finite.
 
-The other node kinds have loops of their own on the same tiles: the "pairwise" node (AMD CDNA2)
-in float64 (:func:`_pairwise`), the "two-stage" node (AMD CDNA3) and the "grouped" node (MXFP4
-/ NVFP4 with k = 64) in int64 on the operands decoded as the numpy engine decodes them
-(:func:`_two_stage`, :func:`_grouped`). Profiles the kernel does not handle (see
-:func:`unsupported`) go to the vectorised engine.
+The other node kinds have loops of their own on the same tiles (:func:`_loop`): the "pairwise"
+node (AMD CDNA2) in float64 (:func:`_pairwise`), the "two-stage" node (AMD CDNA3) and the
+"grouped" node (MXFP4 / NVFP4 with k = 64) in int64 on the operands decoded as the numpy engine
+decodes them (:func:`_two_stage`, :func:`_grouped`), and lossless fused profiles (AMD CDNA1:
+exact float64 products, summed exactly and rounded once, :func:`_lossless`). Profiles the
+kernel does not handle (see :func:`unsupported`) go to the vectorised engine.
 Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (numba ``prange``);
 the first k-chunk reads C, the later ones the running D (C is not copied into D); inside a tile,
 each k-chunk of B (k x cols values and exponents) stays in cache while every row of the tile
@@ -145,15 +146,17 @@ def _run32(profile: Profile, vt) -> bool:
 def unsupported(profile: Profile) -> str | None:
     """Why the kernel cannot run ``profile`` (None when it can).
 
-    The kernel runs every node kind: the fused node (block-scaled MX ones included), and with
-    loops of their own the "pairwise" node (AMD CDNA2, :func:`_pairwise`), the "two-stage" node
-    (AMD CDNA3, :func:`_two_stage`) and the "grouped" node (MXFP4 / NVFP4 with k = 64,
-    :func:`_grouped`). It handles the fields of :class:`~fpscope.profile.Profile` in
-    ``_KNOWN_FIELDS`` and, for the other nodes, ``_OTHER_NODE_FIELDS`` (any other field must
-    hold its default) except ``product_overflow`` in the fused and grouped nodes, and in the
-    fused node ``input_zero_sign`` "positive", ``neg_zero_to_pos=False`` (the sign of an exact
-    zero sum is not tracked), ``F > 28`` (one cut product may not fit int32) and input formats
-    wider than 24 significand bits; no rounding format may lie outside float64's normal range.
+    The kernel runs every node kind (:func:`_loop`): the fused node (block-scaled MX ones
+    included), and with loops of their own the "pairwise" node (AMD CDNA2, :func:`_pairwise`),
+    the "two-stage" node (AMD CDNA3, :func:`_two_stage`), the "grouped" node (MXFP4 / NVFP4 with
+    k = 64, :func:`_grouped`) and lossless fused profiles (AMD CDNA1, :func:`_lossless`). It
+    handles the fields of :class:`~fpscope.profile.Profile` in ``_KNOWN_FIELDS`` and, for the
+    other nodes, ``_OTHER_NODE_FIELDS`` (any other field must hold its default) except
+    ``product_overflow`` in the fused and grouped nodes, and in the fused node
+    ``input_zero_sign`` "positive" and, unless the window is lossless (then c added last, and
+    products not exact in float64), ``neg_zero_to_pos=False`` (the sign of an exact zero sum is
+    not tracked), ``F > 28`` (one cut product may not fit int32) and input formats wider than
+    24 significand bits; no rounding format may lie outside float64's normal range.
     """
     other = profile.node != "fused"  # pairwise, two-stage, grouped
     known = _KNOWN_FIELDS | (_OTHER_NODE_FIELDS if other else frozenset())
@@ -170,6 +173,8 @@ def unsupported(profile: Profile) -> str | None:
             return f"rounding format {fmt.name} is outside the kernel's range"
     if other:
         return None
+    if _loop(profile) == "lossless" or not profile.neg_zero_to_pos:
+        return _lossless_unsupported(profile)
     if not profile.neg_zero_to_pos:
         return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
     if _int32_terms(profile) < 1:
@@ -177,6 +182,33 @@ def unsupported(profile: Profile) -> str | None:
     for fin in _operand_formats(profile):
         if fin.p > 24:
             return f"{fin.name} inputs are wider than the kernel's products allow"
+    return None
+
+
+def _loop(profile: Profile) -> str:
+    """Which of the kernel's loops runs ``profile``: "fused" (the int32 GEMM kernel), or the
+    node's own loop: "pairwise", "two-stage", "grouped", or "lossless" (a fused profile whose
+    window never cuts, ``Profile.lossless``, when the int32 kernel cannot hold it, F > 28, or
+    its zero signs are kept)."""
+    if profile.node != "fused":
+        return profile.node
+    if profile.lossless and (profile.frac_bits > 28 or not profile.neg_zero_to_pos):
+        return "lossless"
+    return "fused"
+
+
+def _lossless_unsupported(profile: Profile) -> str | None:
+    """Why :func:`_lossless` cannot run a fused ``profile`` whose window the int32 kernel does
+    not hold (or that keeps zero signs); None when it can."""
+    if not profile.lossless:
+        if not profile.neg_zero_to_pos:
+            return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
+        return f"F = {profile.frac_bits}: one cut product may not fit int32"
+    if profile.c_entry != "first":
+        return "c_entry 'last' with a lossless window runs on the numpy engine only"
+    fa, fb = _operand_formats(profile)
+    if fa.p + fb.p > 53 or fa.emax + fb.emax > 1000 or fa.emin + fb.emin - fa.p - fb.p < -1000:
+        return f"{fa.name} x {fb.name} products are not exact in float64"
     return None
 
 
@@ -418,6 +450,48 @@ def _grouped(A, B, C, profile: Profile, rows: int, cols: int, threads: int | Non
     return _recompute(D, A, B, C, profile, bad_rows, bad_cols, scales)
 
 
+def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | None):
+    """:func:`matmul` of a lossless fused profile (``Profile.lossless``: AMD CDNA1) whose
+    window the int32 kernel does not hold, on ``_kernel_jit.lossless_kernel``: operands with
+    flushed values zero and their sign bits (False for zeros under input_zero_sign
+    "positive"), permuted by ``k_order``. Rows of A or columns of B with NaN / Inf are computed
+    by the numpy engine."""
+    from ._kernel_jit import lossless_kernel
+    from .vectorized import _decode, _positive_zeros
+
+    fa, fb = _operand_formats(profile)
+    A_in, B_in = A, B
+    k = profile.k
+    if profile.k_order is not None:
+        perm = (np.arange(0, A.shape[1], k)[:, None]
+                + np.asarray(profile.k_order)[None, :]).ravel()
+        A, B = A[:, perm], B[perm, :]
+    positive = profile.input_zero_sign == "positive"
+    ops = []
+    for X, f in ((A, fa), (B, fb)):
+        dec = _decode(X, f, profile.flush_inputs)
+        V = np.where(dec.S == 0, 0.0, np.where(np.isfinite(X), X, 0.0))
+        ops += [V, _positive_zeros(dec) if positive else dec.neg]
+    bad_rows = np.flatnonzero(~np.isfinite(A).all(axis=1))
+    bad_cols = np.flatnonzero(~np.isfinite(B).all(axis=0))
+    fout = resolve_format(profile.out_format)
+    fstep = resolve_format(profile.step_rounding[0])
+    has_out = profile.output_rounding is not None
+    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
+    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    tiny = (lambda f: f.min_normal if profile.flush_inputs else 0.0)
+    D = np.empty(C.shape)
+    with _threads(threads):
+        lossless_kernel(*ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
+                        profile.block_size, (tiny(fout), positive), (tiny(fstep), False),
+                        profile.e_zero is None,
+                        _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+                        not profile.neg_zero_to_pos, has_out,
+                        _rounding_args(fo, mo, profile.flush_outputs), max(1, rows),
+                        max(1, cols))
+    return _recompute(D, A_in, B_in, C, profile, bad_rows, bad_cols)
+
+
 @contextlib.contextmanager
 def _threads(n: int | None):
     """``with _threads(n):`` runs numba code on n threads (None: as set), then restores them."""
@@ -471,12 +545,15 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     if (scales is None) != (profile.scale_format is None):
         raise ValueError(f"{profile.name}: block scales must be given exactly when the profile "
                          f"has them (scale_format {profile.scale_format})")
-    if profile.node == "pairwise":
+    loop = _loop(profile)
+    if loop == "pairwise":
         return _pairwise(A, B, C, profile, rows, cols, threads)
-    if profile.node == "two-stage":
+    if loop == "two-stage":
         return _two_stage(A, B, C, profile, rows, cols, threads)
-    if profile.node == "grouped":
+    if loop == "grouped":
         return _grouped(A, B, C, profile, rows, cols, threads, scales)
+    if loop == "lossless":
+        return _lossless(A, B, C, profile, rows, cols, threads)
     fa, fb = _operand_formats(profile)
     A_in, B_in = A, B
     if scales is None:
