@@ -226,6 +226,39 @@ def _wide_scales(profile: Profile) -> bool:
     return profile.scale_format is not None and resolve_format(profile.scale_format).p > 1
 
 
+def _roundings(profile: Profile):
+    """(output format, step format, the step rounding's :func:`_rounding_args`, whether there
+    is an output rounding, its args (the step's where there is none)) of ``profile``."""
+    fout = resolve_format(profile.out_format)
+    fstep = resolve_format(profile.step_rounding[0])
+    has_out = profile.output_rounding is not None
+    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
+    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    return (fout, fstep, _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+            has_out, _rounding_args(fo, mo, profile.flush_outputs))
+
+
+def _c_tiny(profile: Profile):
+    """``tiny(fmt)``: below it a c read in ``fmt`` is a zero (its smallest normal under
+    ``flush_inputs``, else 0)."""
+    return lambda f: f.min_normal if profile.flush_inputs else 0.0
+
+
+def _k_permutation(profile: Profile, K: int):
+    """The columns of A (rows of B) in the order the blocks take the products (``k_order`` in
+    every k-chunk of K), or None for the natural order."""
+    if profile.k_order is None:
+        return None
+    k = profile.k
+    return (np.arange(0, K, k)[:, None] + np.asarray(profile.k_order)[None, :]).ravel()
+
+
+def _in_k_order(A, B, profile: Profile):
+    """A, B with K permuted by :func:`_k_permutation`."""
+    perm = _k_permutation(profile, A.shape[1])
+    return (A, B) if perm is None else (A[:, perm], B[perm, :])
+
+
 def _rounding_args(fmt: Format, mode: str, flush: bool):
     """(p, q_lo, max_finite, mode code, tiny, big) of _kernel_jit._round."""
     q_lo = -1000 if flush else fmt.emin - fmt.p + 1
@@ -338,23 +371,16 @@ def _pairwise(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     fa, fb = _operand_formats(profile)
     A, B = read(A, fa), read(B, fb)
     k = profile.k
-    if profile.k_order is not None:
-        perm = (np.arange(0, A.shape[1], k)[:, None]
-                + np.asarray(profile.k_order)[None, :]).ravel()
-        A, B = A[:, perm], B[perm, :]
-    fout = resolve_format(profile.out_format)
-    fstep = resolve_format(profile.step_rounding[0])
-    has_out = profile.output_rounding is not None
-    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
-    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    A, B = _in_k_order(A, B, profile)
+    fout, fstep, step_args, has_out, out_args = _roundings(profile)
     D = np.empty(C.shape)
     with _threads(threads):
         pairwise_kernel(np.ascontiguousarray(A), np.ascontiguousarray(B),
                         np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
-                        _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+                        step_args,
                         not profile.neg_zero_to_pos,
                         fout.min_normal if profile.flush_inputs else 0.0, positive, has_out,
-                        _rounding_args(fo, mo, profile.flush_outputs), max(1, rows),
+                        out_args, max(1, rows),
                         max(1, cols))
     return D
 
@@ -372,10 +398,7 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
     fa, fb = _operand_formats(profile)
     A_in, B_in = A, B
     k = profile.k
-    if profile.k_order is not None:
-        perm = (np.arange(0, A.shape[1], k)[:, None]
-                + np.asarray(profile.k_order)[None, :]).ravel()
-        A, B = A[:, perm], B[perm, :]
+    A, B = _in_k_order(A, B, profile)
     DA, DB = _decode(A, fa, profile.flush_inputs), _decode(B, fb, profile.flush_inputs)
     finA, finB = np.isfinite(A), np.isfinite(B)
     bad_rows = ~finA.all(axis=1)
@@ -384,15 +407,13 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
     if limit is not None and A.size and B.size:
         big_b = np.abs(np.where(finB, B, 0.0)).max()
         bad_rows |= np.abs(np.where(finA, A, 0.0)).max(axis=1) * big_b >= limit
-    fout = resolve_format(profile.out_format)
-    fstep = resolve_format(profile.step_rounding[0])
-    has_out = profile.output_rounding is not None
-    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
-    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    fout, fstep, step_args, has_out, out_args = _roundings(profile)
     align = {"truncate": 0, "floor": 1, "nearest": 2}
 
+    tiny = _c_tiny(profile)
+
     def c_args(f):  # (p, emin, tiny) of c read in format f
-        return f.p, f.emin, f.min_normal if profile.flush_inputs else 0.0
+        return f.p, f.emin, tiny(f)
 
     D = np.empty(C.shape)
     with _threads(threads):
@@ -403,8 +424,8 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
             align[profile.alignment], align[profile.alignment2], fa.p - 1 + fb.p - 1,
             _NONE if profile.e_zero is None else profile.e_zero, profile.c_drop_bits or 0,
             c_args(fout), c_args(fstep), fstep.emin,
-            _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
-            not profile.neg_zero_to_pos, has_out, _rounding_args(fo, mo, profile.flush_outputs),
+            step_args,
+            not profile.neg_zero_to_pos, has_out, out_args,
             max(1, rows), max(1, cols))
     return _recompute(D, A_in, B_in, C, profile, np.flatnonzero(bad_rows), bad_cols)
 
@@ -427,12 +448,8 @@ def _grouped(A, B, C, profile: Profile, rows: int, cols: int, threads: int | Non
     NA, NB = (_positive_zeros(DA), _positive_zeros(DB)) if positive else (DA.neg, DB.neg)
     bad_rows = np.flatnonzero(~(np.isfinite(A).all(axis=1) & np.isfinite(SA).all(axis=1)))
     bad_cols = np.flatnonzero(~(np.isfinite(B).all(axis=0) & np.isfinite(SB).all(axis=0)))
-    fout = resolve_format(profile.out_format)
-    fstep = resolve_format(profile.step_rounding[0])
-    has_out = profile.output_rounding is not None
-    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
-    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
-    tiny = (lambda f: f.min_normal if profile.flush_inputs else 0.0)
+    fout, fstep, step_args, has_out, out_args = _roundings(profile)
+    tiny = _c_tiny(profile)
     D = np.empty(C.shape)
     with _threads(threads):
         grouped_kernel(
@@ -444,8 +461,8 @@ def _grouped(A, B, C, profile: Profile, rows: int, cols: int, threads: int | Non
             _NONE if profile.e_zero is None else profile.e_zero, fa.emin + fb.emin,
             fa.emin + fb.emin - (fa.p - 1) - (fb.p - 1) - 2 * (fs.p - 1),
             (fout.p, fout.emin, tiny(fout), positive), (fstep.p, fstep.emin, tiny(fstep), False),
-            _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
-            not profile.neg_zero_to_pos, has_out, _rounding_args(fo, mo, profile.flush_outputs),
+            step_args,
+            not profile.neg_zero_to_pos, has_out, out_args,
             max(1, rows), max(1, cols))
     return _recompute(D, A, B, C, profile, bad_rows, bad_cols, scales)
 
@@ -462,10 +479,7 @@ def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     fa, fb = _operand_formats(profile)
     A_in, B_in = A, B
     k = profile.k
-    if profile.k_order is not None:
-        perm = (np.arange(0, A.shape[1], k)[:, None]
-                + np.asarray(profile.k_order)[None, :]).ravel()
-        A, B = A[:, perm], B[perm, :]
+    A, B = _in_k_order(A, B, profile)
     positive = profile.input_zero_sign == "positive"
     ops = []
     for X, f in ((A, fa), (B, fb)):
@@ -474,20 +488,16 @@ def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
         ops += [V, _positive_zeros(dec) if positive else dec.neg]
     bad_rows = np.flatnonzero(~np.isfinite(A).all(axis=1))
     bad_cols = np.flatnonzero(~np.isfinite(B).all(axis=0))
-    fout = resolve_format(profile.out_format)
-    fstep = resolve_format(profile.step_rounding[0])
-    has_out = profile.output_rounding is not None
-    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
-    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
-    tiny = (lambda f: f.min_normal if profile.flush_inputs else 0.0)
+    fout, fstep, step_args, has_out, out_args = _roundings(profile)
+    tiny = _c_tiny(profile)
     D = np.empty(C.shape)
     with _threads(threads):
         lossless_kernel(*ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
                         profile.block_size, (tiny(fout), positive), (tiny(fstep), False),
                         profile.e_zero is None,
-                        _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
+                        step_args,
                         not profile.neg_zero_to_pos, has_out,
-                        _rounding_args(fo, mo, profile.flush_outputs), max(1, rows),
+                        out_args, max(1, rows),
                         max(1, cols))
     return _recompute(D, A_in, B_in, C, profile, bad_rows, bad_cols)
 
@@ -565,18 +575,14 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         sblock = profile.scale_block_size
     K = A.shape[1]
     k = profile.k
-    if profile.k_order is not None:  # the products in the order the blocks take them
-        perm = (np.arange(0, K, k)[:, None] + np.asarray(profile.k_order)[None, :]).ravel()
+    perm = _k_permutation(profile, K)  # the products in the order the blocks take them
+    if perm is not None:
         A, B = A[:, perm], B[perm, :]
         if scales is not None:  # a scale per element, permuted with it
             SA = np.repeat(SA, sblock, axis=1)[:, perm]
             SB = np.repeat(SB, sblock, axis=0)[perm, :]
             sblock = 1
-    fout = resolve_format(profile.out_format)
-    fstep = resolve_format(profile.step_rounding[0])
-    has_out = profile.output_rounding is not None
-    fo = resolve_format(profile.output_rounding[0]) if has_out else fstep
-    mo = profile.output_rounding[1] if has_out else profile.step_rounding[1]
+    fout, fstep, step_args, has_out, out_args = _roundings(profile)
     align = {"truncate": 0, "floor": 1, "nearest": 2}[profile.alignment]
     ez = _NONE if profile.e_zero is None else profile.e_zero
     with _threads(threads):
@@ -598,8 +604,8 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         gemm_kernel(AV, EA, BV, EB, Ck, D,
                     k, profile.block_size, profile.frac_bits, align, ez,
                     profile.c_entry == "last", fout.emin, fstep.emin,
-                    _rounding_args(fstep, profile.step_rounding[1], profile.flush_outputs),
-                    has_out, _rounding_args(fo, mo, profile.flush_outputs),
+                    step_args,
+                    has_out, out_args,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
                     _int32_terms(profile), coding[2], not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
