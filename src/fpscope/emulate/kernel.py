@@ -72,11 +72,12 @@ _KNOWN_FIELDS = frozenset((
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
     "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence",
     "b_format", "scale_format", "scale_block_size"))
-#: The fields the pairwise and two-stage nodes read besides those (_pairwise, _two_stage).
+#: The fields the other node kinds read besides those (_pairwise, _two_stage, _grouped).
 _OTHER_NODE_FIELDS = frozenset(("node", "input_zero_sign", "frac_bits2", "alignment2",
                                 "product_groups", "c_drop_bits", "product_overflow",
                                 "group_size"))
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
+_ALIGN = {"truncate": 0, "floor": 1, "nearest": 2}  # the loops' alignment codes
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
 
 
@@ -173,7 +174,7 @@ def unsupported(profile: Profile) -> str | None:
             return f"rounding format {fmt.name} is outside the kernel's range"
     if other:
         return None
-    if _loop(profile) == "lossless" or not profile.neg_zero_to_pos:
+    if _loop(profile) == "lossless":
         return _lossless_unsupported(profile)
     if not profile.neg_zero_to_pos:
         return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
@@ -198,12 +199,7 @@ def _loop(profile: Profile) -> str:
 
 
 def _lossless_unsupported(profile: Profile) -> str | None:
-    """Why :func:`_lossless` cannot run a fused ``profile`` whose window the int32 kernel does
-    not hold (or that keeps zero signs); None when it can."""
-    if not profile.lossless:
-        if not profile.neg_zero_to_pos:
-            return "neg_zero_to_pos=False (the kernel returns +0 for every zero sum)"
-        return f"F = {profile.frac_bits}: one cut product may not fit int32"
+    """Why :func:`_lossless` cannot run a profile :func:`_loop` gives it; None when it can."""
     if profile.c_entry != "first":
         return "c_entry 'last' with a lossless window runs on the numpy engine only"
     fa, fb = _operand_formats(profile)
@@ -372,16 +368,13 @@ def _pairwise(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     A, B = read(A, fa), read(B, fb)
     k = profile.k
     A, B = _in_k_order(A, B, profile)
-    fout, fstep, step_args, has_out, out_args = _roundings(profile)
+    fout, _, step_args, has_out, out_args = _roundings(profile)
     D = np.empty(C.shape)
     with _threads(threads):
         pairwise_kernel(np.ascontiguousarray(A), np.ascontiguousarray(B),
                         np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
-                        step_args,
-                        not profile.neg_zero_to_pos,
-                        fout.min_normal if profile.flush_inputs else 0.0, positive, has_out,
-                        out_args, max(1, rows),
-                        max(1, cols))
+                        step_args, not profile.neg_zero_to_pos, _c_tiny(profile)(fout),
+                        positive, has_out, out_args, max(1, rows), max(1, cols))
     return D
 
 
@@ -408,8 +401,6 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
         big_b = np.abs(np.where(finB, B, 0.0)).max()
         bad_rows |= np.abs(np.where(finA, A, 0.0)).max(axis=1) * big_b >= limit
     fout, fstep, step_args, has_out, out_args = _roundings(profile)
-    align = {"truncate": 0, "floor": 1, "nearest": 2}
-
     tiny = _c_tiny(profile)
 
     def c_args(f):  # (p, emin, tiny) of c read in format f
@@ -421,12 +412,10 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
             DA.S, DA.e.astype(np.int32), DA.neg, DB.S, DB.e.astype(np.int32), DB.neg,
             np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
             profile.product_groups, profile.frac_bits, profile.frac_bits2,
-            align[profile.alignment], align[profile.alignment2], fa.p - 1 + fb.p - 1,
+            _ALIGN[profile.alignment], _ALIGN[profile.alignment2], fa.p - 1 + fb.p - 1,
             _NONE if profile.e_zero is None else profile.e_zero, profile.c_drop_bits or 0,
-            c_args(fout), c_args(fstep), fstep.emin,
-            step_args,
-            not profile.neg_zero_to_pos, has_out, out_args,
-            max(1, rows), max(1, cols))
+            c_args(fout), c_args(fstep), fstep.emin, step_args, not profile.neg_zero_to_pos,
+            has_out, out_args, max(1, rows), max(1, cols))
     return _recompute(D, A_in, B_in, C, profile, np.flatnonzero(bad_rows), bad_cols)
 
 
@@ -457,13 +446,11 @@ def _grouped(A, B, C, profile: Profile, rows: int, cols: int, threads: int | Non
             QA.S, QA.e.astype(np.int32), QB.S, QB.e.astype(np.int32),
             np.ascontiguousarray(C, dtype=np.float64), D, profile.k, profile.block_size,
             profile.group_size, profile.scale_block_size, profile.frac_bits,
-            {"truncate": 0, "floor": 1, "nearest": 2}[profile.alignment],
-            _NONE if profile.e_zero is None else profile.e_zero, fa.emin + fb.emin,
-            fa.emin + fb.emin - (fa.p - 1) - (fb.p - 1) - 2 * (fs.p - 1),
+            _ALIGN[profile.alignment], _NONE if profile.e_zero is None else profile.e_zero,
+            fa.emin + fb.emin, fa.emin + fb.emin - (fa.p - 1) - (fb.p - 1) - 2 * (fs.p - 1),
             (fout.p, fout.emin, tiny(fout), positive), (fstep.p, fstep.emin, tiny(fstep), False),
-            step_args,
-            not profile.neg_zero_to_pos, has_out, out_args,
-            max(1, rows), max(1, cols))
+            step_args, not profile.neg_zero_to_pos, has_out, out_args, max(1, rows),
+            max(1, cols))
     return _recompute(D, A, B, C, profile, bad_rows, bad_cols, scales)
 
 
@@ -494,11 +481,8 @@ def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     with _threads(threads):
         lossless_kernel(*ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
                         profile.block_size, (tiny(fout), positive), (tiny(fstep), False),
-                        profile.e_zero is None,
-                        step_args,
-                        not profile.neg_zero_to_pos, has_out,
-                        out_args, max(1, rows),
-                        max(1, cols))
+                        profile.e_zero is None, step_args, not profile.neg_zero_to_pos, has_out,
+                        out_args, max(1, rows), max(1, cols))
     return _recompute(D, A_in, B_in, C, profile, bad_rows, bad_cols)
 
 
@@ -583,7 +567,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
             SB = np.repeat(SB, sblock, axis=0)[perm, :]
             sblock = 1
     fout, fstep, step_args, has_out, out_args = _roundings(profile)
-    align = {"truncate": 0, "floor": 1, "nearest": 2}[profile.alignment]
+    align = _ALIGN[profile.alignment]
     ez = _NONE if profile.e_zero is None else profile.e_zero
     with _threads(threads):
         if scales is None:
@@ -603,9 +587,8 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         D = np.empty(C.shape, rt)  # the kernel's first k-chunk reads C
         gemm_kernel(AV, EA, BV, EB, Ck, D,
                     k, profile.block_size, profile.frac_bits, align, ez,
-                    profile.c_entry == "last", fout.emin, fstep.emin,
-                    step_args,
-                    has_out, out_args,
+                    profile.c_entry == "last", fout.emin, fstep.emin, step_args, has_out,
+                    out_args,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
                     _int32_terms(profile), coding[2], not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
