@@ -6,10 +6,13 @@ Each step of ``fpscope.emulate._kernel_jit.gemm_kernel`` is called alone, single
 often as one n x n x n GEMM calls it (one call per row of A, instruction block and 1024-column
 tile) and in the kernel's order (each block of B serves the 64 rows of a tile before the next
 block, so it stays in cache as it does in the GEMM), on the preset's real operand codes (random
-normal values rounded to its input format): the block's exponent range, the block set-up
-(e_max, scale, c cut), the cut products, and the rounding of the block result. Prints seconds
-and shares, the sum, and the whole single-thread kernel beside it (the difference is the loop,
-slicing and call overhead; the GEMM itself runs on every core).
+normal values rounded to its input format): the block's exponent range; the block set-up
+(e_max, scale, c cut) together with the cut of the block's first 4, 8 or 16 products, one pass
+where the kernel takes it (``_kernel_jit._fused_first``: float32 running values, truncation),
+else the set-up alone; the other cut products; and the rounding of the block result. Prints
+how many blocks the fused pass handed to the general set-up, seconds and shares, the sum, and
+the whole single-thread kernel beside it (the difference is the loop, slicing and call
+overhead; the GEMM itself runs on every core).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ def main(argv=None) -> int:
 
     from fpscope.emulate import kernel
 
-    kernel._prefer_wide_vectors()  # compile the parts as the kernel is compiled
     from numba import njit
 
     from fpscope.emulate import _kernel_jit as J
@@ -50,24 +52,30 @@ def main(argv=None) -> int:
     AV, EA, _ = kernel._codes(A, fa, p.flush_inputs, coding, np.float32, True)
     BV, EB, _ = kernel._codes(B, fb, p.flush_inputs, coding, np.float32, False)
     w = min(W, n)
-    mx, mn = np.empty(w, EA.dtype), np.empty(w, EA.dtype)
+    mx, mn = np.empty(w, EA.dtype), np.empty(w, EA.dtype)  # the exponent step fills them
     sc, acc = np.ones(w, np.float32), np.zeros(w + 1, np.int32)
     # the running values' dtype the kernel takes for this preset (kernel._run32): float32
     # running values keep the cut c and the weight exponent as int32
     rt = np.float32 if kernel._run32(p, np.float32) else np.float64
     bt = np.int32 if rt == np.float32 else np.float64
-    ct, run = np.zeros(w, bt), np.empty(w, rt)
-    lsb = np.zeros(w, bt) if bt == np.int32 else np.ones(w)  # weight 2^0 (the set-up refills it)
+    # a block result as ordinary data give it (sums of about 2^(F+2), weight 2^-(F-2)); zeros
+    # would send every block through the rounding's slow path
+    acc[:w] = rng.integers(-2 ** (p.frac_bits + 2), 2 ** (p.frac_bits + 2), w)
+    ct = rng.integers(-2 ** p.frac_bits, 2 ** p.frac_bits, w).astype(bt)
+    lsb = (np.full(w, 2 - p.frac_bits, bt) if bt == np.int32
+           else np.full(w, 2.0 ** (2 - p.frac_bits)))
     src = round_to_format(rng.standard_normal(w), resolve_format(p.out_format)).astype(rt)
     fout, fstep = resolve_format(p.out_format), resolve_format(p.step_rounding[0])
     sp, sq, smf, smode, stiny, sbig = kernel._rounding_args(fstep, p.step_rounding[1],
                                                             p.flush_outputs)
-    align = {"truncate": 0, "floor": 1, "nearest": 2}[p.alignment]
+    align = kernel._ALIGN[p.alignment]
     ez = kernel._NONE if p.e_zero is None else p.e_zero
     zb = coding[2]
     need_min = not p.e_zero_inert
     c_emin, F = fout.emin, p.frac_bits
     calls = n * (n // L) * max(1, n // W)  # rows x blocks x column tiles
+    P = kernel._first_products(p, rt)
+    lo_min, lo_max = kernel._exact_weights(p, fstep)
 
     # arrays go in as arguments: numba treats arrays captured from the enclosing scope as
     # read-only constants
@@ -79,32 +87,68 @@ def main(argv=None) -> int:
             J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn,
                                need_min)
 
+    # the kernel's scratch arrays are its own, which lets LLVM vectorise the fused pass
+    # without overlap checks (_kernel_jit._fused_first): so the steps below allocate theirs
     @njit
-    def t_prep(reps, src, mx, mn, lsb, sc, ct, acc):
+    def t_fused(reps, src, mx, mn, AV, BV):
+        lsb, sc = np.empty(w, np.int32), np.empty(w, np.float32)
+        ct, acc = np.empty(w, np.int32), np.zeros(w + 2, np.int32)
+        general = checked = 0  # blocks set up again, blocks rounded with the check
+        for r in range(reps):
+            J._fused_first(src, mx, mn, AV, BV, r % MI, (r // MI * L) % n, 0, w, lsb, sc, ct,
+                           acc, 0.0, c_emin, ez, F, 126, zb, need_min, P)
+            fast = acc[w] >= -126 and acc[w + 1] <= 127 - F  # as gemm_kernel decides
+            general += not fast
+            checked += not (fast and acc[w] >= lo_min and acc[w + 1] <= lo_max)
+        return general, checked
+
+    @njit
+    def t_prep(reps, src, mx, mn):
+        lsb, sc, ct = np.empty(w, bt), np.empty(w, np.float32), np.empty(w, bt)
+        acc = np.zeros(w + 2, np.int32)
         for _ in range(reps):
             J._prepare_block(src, mx, mn, lsb, sc, ct, acc, w, 0.0, c_emin, ez, F, 126,
                              align, zb, need_min)
+        return 0
 
     @njit
-    def t_cut(reps, AV, BV, sc, acc):
+    def t_cut(reps, AV, BV, sc):
+        acc = np.zeros(w + 2, np.int32)
         for r in range(reps):
-            J._cut_products(AV, BV, r % MI, (r // MI * L) % n, L, 0, w, sc, acc, align)
+            J._cut_products(AV, BV, r % MI, (r // MI * L) % n + P, L - P, 0, w, sc, acc, align)
+        return 0
 
     @njit
-    def t_round(reps, run, acc, ct, lsb):
+    def t_round(reps, acc, ct, lsb, exact):
+        run = np.empty(w, rt)
         for _ in range(reps):
-            J._finish(run, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
+            J._finish(run, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig, exact)
+        return 0
 
-    parts = [("exponent range", t_exp, (EA, EB, mx, mn)),
-             ("block set-up", t_prep, (src, mx, mn, lsb, sc, ct, acc)),
-             ("cut products", t_cut, (AV, BV, sc, acc)),
-             ("block rounding", t_round, (run, acc, ct, lsb))]
-    secs = []
-    for _, fn, arrays in parts:
+    parts = [("exponent range", t_exp, (EA, EB, mx, mn))]
+    if P:  # the set-up and the first P products in one pass (float32 values, truncation)
+        parts.append((f"set-up + {P} products", t_fused, (src, mx, mn, AV, BV)))
+    else:
+        parts.append(("block set-up", t_prep, (src, mx, mn)))
+    if L > P:
+        parts.append((f"{L - P} cut products", t_cut, (AV, BV, sc)))
+    secs, general, checked = [], 0, calls
+    for name, fn, arrays in parts:
         fn(2, *arrays)  # compile
         t0 = time.perf_counter()
-        fn(calls, *arrays)
+        out = fn(calls, *arrays)
         secs.append(time.perf_counter() - t0)
+        if fn is t_fused:
+            general, checked = out
+    # the rounding as the kernel runs it for most blocks: unchecked where the fused pass
+    # found every weight in range (kernel._exact_weights)
+    exact = bool(P) and 2 * checked < calls
+    parts.append((f"block rounding{'' if exact else ' (checked)'}", t_round,
+                  (acc, ct, lsb, exact)))
+    t_round(2, acc, ct, lsb, exact)
+    t0 = time.perf_counter()
+    t_round(calls, acc, ct, lsb, exact)
+    secs.append(time.perf_counter() - t0)
     total = sum(secs)
     whole = np.zeros((n, n))
     kernel.matmul(A[:64, :L], B[:L, :64], whole[:64, :64], p, threads=1)  # compile
@@ -113,11 +157,14 @@ def main(argv=None) -> int:
     whole_s = time.perf_counter() - t0
     print(f"{args.preset}, n = {n}: {calls} calls of each step (single thread, "
           f"{np.dtype(rt).name} running values)")
-    print(f"{'step':16s} {'seconds':>8s} {'share':>6s}")
+    if P:
+        print(f"blocks of the fused pass set up again: {general}, rounded with the check: "
+              f"{checked}, of {calls}")
+    print(f"{'step':22s} {'seconds':>8s} {'share':>6s}")
     for (name, _, _), s in zip(parts, secs):
-        print(f"{name:16s} {s:8.3f} {s / total:6.0%}")
-    print(f"{'sum':16s} {total:8.3f}")
-    print(f"{'whole kernel':16s} {whole_s:8.3f}  (kernel.matmul, one thread)")
+        print(f"{name:22s} {s:8.3f} {s / total:6.0%}")
+    print(f"{'sum':22s} {total:8.3f}")
+    print(f"{'whole kernel':22s} {whole_s:8.3f}  (kernel.matmul, one thread)")
     return 0
 
 

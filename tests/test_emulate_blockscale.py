@@ -209,6 +209,27 @@ def test_random_block_scaled_profiles(node, G, groups, stages, blocks, F, e_zero
     _agree(a, b, c, _scales(rng, fs, (n, nb), kind), _scales(rng, fs, (n, nb), kind), p)
 
 
+def test_zero_scale_keeps_the_operand_signs_under_positive_zeros():
+    """input_zero_sign="positive" reads zero operands as +0 before the scale: a nonzero
+    operand times a zero scale keeps its sign (reference.fdpa). Here (-8 * 8) * (-64 * 0) is
+    a positive zero product, c a negative value cut to zero, and the exact zero sum is +0 (not
+    every term is negative), also with neg_zero_to_pos False. The numpy engine used to fold
+    the scale first and then read the zero product b * 0 as +0, making the product negative and
+    the result -0 (found by test_random_block_scaled_profiles)."""
+    p = Profile(name="zero-scale", arch="test", in_format="fp8_e4m3fn", out_format="fp32",
+                block_size=1, k=1, frac_bits=3, alignment="truncate", e_zero=0,
+                step_rounding=("fp32", "RZ"), neg_zero_to_pos=False,
+                input_zero_sign="positive", nan_bits=0x7FFFFFFF, scale_format="ue4m3",
+                scale_block_size=1)
+    a, b, c = np.array([[-8.0]]), np.array([[-64.0]]), np.array([-1.8427412698573505e-18])
+    sa, sb = np.array([[8.0]]), np.array([[0.0]])
+    assert math.copysign(1.0, fdpa(a[0], b[0], float(c[0]), p, sa[0], sb[0])) == 1.0
+    _agree(a, b, c, sa, sb, p)
+    # a negative zero operand is still read as +0, and a product of two of them with a
+    # negative zero c is then not all negative either: +0
+    _agree(np.array([[-0.0]]), np.array([[-64.0]]), np.array([-0.0]), sa, sb, p)
+
+
 # -- the numba kernel (fused node: scales folded into the operands) ---------------------------
 
 KERNEL_SCALED = [n for n in SCALED if PRESETS[n].node == "fused"]

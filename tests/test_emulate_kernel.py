@@ -483,7 +483,8 @@ def test_float32_running_values(name, monkeypatch):
     through the chain, the smallest subnormal and the largest c, a row of A that is all zero
     (so the cut scale of a tiny c, 2^(F + 126), lies beyond float32's range and is applied in
     two steps), and wide exponents (fp16 outputs overflow mid-chain). Bitwise equal to the
-    numpy engine and to the kernel's float64 path."""
+    numpy engine, to the kernel without its fused pass (the general set-up for every block)
+    and to the kernel's float64 path."""
     p = PRESETS[name]
     fa, fb, fc = _operand_format(p), _b_format(p), resolve_format(p.out_format)
     rng = np.random.default_rng(_seed(name, 7))
@@ -499,6 +500,9 @@ def test_float32_running_values(name, monkeypatch):
     got = _engines_agree(A, B, C, p)
     if fc.has_inf:
         assert got[2, 5] == np.inf and got[3, 6] == -np.inf
+    assert kernel._first_products(p, np.float32) > 0  # the fused pass took ordinary blocks
+    monkeypatch.setattr(kernel, "_first_products", lambda *args: 0)
+    _assert_same(kernel.matmul(*prepare(A, B, C, p)[:3], p, **TILE), got, "general set-up")
     monkeypatch.setattr(kernel, "_run32", lambda *args: False)
     _assert_same(kernel.matmul(*prepare(A, B, C, p)[:3], p, **TILE), got, "float64 path")
 
@@ -513,3 +517,155 @@ def test_every_kernel_preset_keeps_float32_running_values():
     assert SUPPORTED and not slow, slow
     floor = PRESETS["hopper-fp16"].replace(alignment="floor")
     assert not kernel._run32(floor, kernel._value_dtype(floor, one, one))
+
+
+# -- the fused pass (set-up and first products in one loop) against the general set-up -------
+
+FUSED = ["volta-fp16", "ada-tf32", "ada-fp16", "ada-bf16", "hopper-fp16", "blackwell-bf16",
+         "blackwell-tcgen05-e2m1", "blackwell-fp16-fp16out", "ada-e4m3"]
+
+
+@pytest.fixture(scope="module")
+def setups():
+    """A jitted pair: the kernel's fused pass (_kernel_jit._fused_first) and its general path
+    (_prepare_block, then _cut_products over the same P products) on one row-block."""
+    from numba import njit
+
+    from fpscope.emulate import _kernel_jit as J
+
+    @njit
+    def both(src, AV, EA, BV, EB, tiny_c, c_emin, ez, F, zb, need_min, align, P):
+        w = src.size
+        mx, mn = np.empty(w, EA.dtype), np.empty(w, EA.dtype)
+        J._exponent_range(EA, EB, 0, 0, EA.shape[1], 0, w, mx, mn, need_min)
+        out = []
+        for fused in (True, False):
+            lsb, sc = np.empty(w, np.int32), np.empty(w, np.float32)
+            ct, acc = np.empty(w, np.int32), np.zeros(w + 2, np.int32)
+            if fused:
+                J._fused_first(src, mx, mn, AV, BV, 0, 0, 0, w, lsb, sc, ct, acc, tiny_c,
+                               c_emin, ez, F, 126, zb, need_min, P)
+            else:
+                J._prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, 126,
+                                 align, zb, need_min)
+                J._cut_products(AV, BV, 0, 0, P, 0, w, sc, acc, align)
+            out.append((lsb, sc, ct, acc))
+        return out[0], out[1]
+
+    return both
+
+
+def _fused_and_general(setups, p, A, B, c):
+    """Both set-ups of the first block of A (1, L) @ B (L, w) with c (w,) on float32 running
+    values: ((lsb, sc, ct, acc) fused, the same general) and whether the kernel keeps the
+    fused set-up (every lo in [-126, 127 - F], as gemm_kernel decides)."""
+    fa, fb = kernel._operand_formats(p)
+    coding = kernel._exponent_coding(fa, fb)
+    AV, EA, _ = kernel._codes(A, fa, p.flush_inputs, coding, np.float32, True)
+    BV, EB, _ = kernel._codes(B, fb, p.flush_inputs, coding, np.float32, False)
+    fout = resolve_format(p.out_format)
+    tiny = 2.0 ** fout.emin if p.flush_inputs else 0.0
+    ez = kernel._NONE if p.e_zero is None else p.e_zero
+    fused, general = setups(c.astype(np.float32), AV, EA, BV, EB, tiny, fout.emin, ez,
+                            p.frac_bits, coding[2], not p.e_zero_inert,
+                            kernel._ALIGN[p.alignment], kernel._first_products(p, np.float32))
+    w = c.size
+    kept = fused[3][w] >= -126 and fused[3][w + 1] <= 127 - p.frac_bits
+    return fused, general, kept
+
+
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_pass_equals_the_general_set_up(name, setups):
+    """On ordinary data the kernel keeps the fused pass's set-up, which gives the general
+    path's weight exponents, scales, cut c and the int32 sum of the first P cut products, bit
+    for bit; a NaN or Inf c, and for fp32 outputs a block with nothing but zeros and a tiny c,
+    make it set the block up again (their weight exponents lie outside [-126, 127 - F]), and
+    the kernel then agrees with the numpy engine."""
+    p = PRESETS[name]
+    assert kernel._first_products(p, np.float32) in (4, 8, 16)
+    fa, fb, fc = _operand_format(p), _b_format(p), resolve_format(p.out_format)
+    rng = np.random.default_rng(_seed(name, 21))
+    L, w = p.block_size, 200
+    A = round_to_format(rng.standard_normal((1, L)), fa)
+    B = round_to_format(rng.standard_normal((L, w)), fb)
+    B[:, :3] = 0.0  # zero products (e_zero)
+    c = round_to_format(rng.standard_normal(w) * 4, fc)
+    c[5:9] = [0.0, -0.0, fc.min_subnormal, -fc.max_finite / 2 ** 20]
+    fused, general, kept = _fused_and_general(setups, p, A, B, c)
+    assert kept, "ordinary data left the fused pass"
+    for what, x, y in zip(("lsb", "sc", "ct", "acc"), fused, general):
+        assert np.array_equal(x[:w].view(np.int32), y[:w].view(np.int32)), what
+
+    def set_up_again(A, B, c):
+        r = p.k // L  # the same block through the kernel, as whole instructions
+        _engines_agree(np.tile(A, (2, r)), np.tile(B, (r, 1)), np.vstack([c, c]), p, rows=1,
+                       cols=64)
+        return not _fused_and_general(setups, p, A, B, c)[2]
+
+    for special in (np.nan, np.inf, -np.inf) if fc.has_inf else (np.nan,):
+        c2 = c.copy()
+        c2[17] = special
+        assert set_up_again(A, B, c2), special
+    c3 = np.zeros(w)
+    c3[4] = fc.min_subnormal  # e_max = the output format's emin: lo = emin - F
+    assert set_up_again(np.zeros((1, L)), B, c3) == (fc.emin - p.frac_bits < -126)
+
+
+def test_unchecked_rounding_equals_the_checked_one():
+    """_kernel_jit._finish with ``exact`` (no range check, as the fused pass allows) equals the
+    checked rounding on every block sum and weight the fused pass lets through
+    (kernel._exact_weights), at both ends of the weight range and at the largest sums, for
+    RZ to fp32 and e8m13 and RNE to fp16; a weight one past either end does differ somewhere
+    for the fp16 steps, so the range is not looser than it must be there."""
+    from fpscope.emulate import _kernel_jit as J
+
+    rng = np.random.default_rng(33)
+    for name in ("hopper-fp16", "hopper-e4m3", "hopper-fp16-fp16out", "ampere-fp16-fp16out"):
+        p = PRESETS[name]
+        fstep = resolve_format(p.step_rounding[0])
+        args = kernel._rounding_args(fstep, p.step_rounding[1], p.flush_outputs)
+        lo_min, lo_max = kernel._exact_weights(p, fstep)
+        top = kernel._cut_product_bound(p)
+        T, L = kernel._int32_terms(p), p.block_size
+        w = 4000
+        acc = rng.integers(-min(T, L) * top, min(T, L) * top + 1, w).astype(np.int32)
+        acc[:8] = [min(T, L) * top, -min(T, L) * top, 0, 0, 1, -1, 3, 2 ** 24 + 1]
+        ct = rng.integers(-2 ** (p.frac_bits + 1) + 1, 2 ** (p.frac_bits + 1), w)
+        ct = ct.astype(np.int32)
+        ct[:8] = [2 ** (p.frac_bits + 1) - 1, -2 ** (p.frac_bits + 1) + 1, 0, -5, 0, 0, 0, 0]
+
+        def both(lsb):
+            runs = []
+            for exact in (True, False):
+                run = np.empty(w, np.float32)
+                J._finish(run, acc, ct, lsb.astype(np.int32), w, *args, exact)
+                runs.append(run)
+            return runs
+
+        for lsb in (rng.integers(lo_min, lo_max + 1, w), np.full(w, lo_min),
+                    np.full(w, lo_max)):
+            fast, checked = both(lsb)
+            assert np.array_equal(fast.view(np.int32), checked.view(np.int32)), name
+        # one below the range: 3 * 2^(lo_min - 1) is off the subnormals' grid; two above, the
+        # largest sums overflow under RNE (h, kernel._exact_weights, rounds the bound up)
+        for outside in (lo_min - 1, lo_max + 2) if p.step_rounding[1] == "RNE" else (
+                lo_min - 1,):
+            fast, checked = both(np.full(w, outside))
+            assert not np.array_equal(fast.view(np.int32), checked.view(np.int32)), \
+                (name, outside)
+
+
+def test_long_blocks_whose_int32_runs_would_overflow_take_float64():
+    """A block of more products than fit one int32 run adds each full run into the cut c,
+    which the float32 path keeps as int32: with fp16 operands, F = 25 and 32-product blocks,
+    c and the first 16-product run together exceed int32 (the kernel used to wrap: 1.875
+    instead of 129.875). kernel._run32 sends such profiles to the float64 path, and keeps the
+    float32 one for the 32-product fp8 / fp6 / fp4 presets, whose shorter significands fit."""
+    p = PRESETS["hopper-fp16"].replace(name="long", block_size=32, k=32)
+    assert kernel._int32_terms(p) == 16 and not kernel._run32(p, np.float32)
+    a = 2047 / 1024  # the largest fp16 significand: each cut product near 2^27
+    A, B = np.full((3, 64), a), np.full((64, 5), a)
+    C = np.full((3, 5), np.nextafter(np.float32(2), np.float32(0)), dtype=np.float64)
+    got = _engines_agree(A, B, C, p)
+    assert (got > 64 * a * a).all()  # 64 products near 4 and c near 2: no wrap-around
+    assert kernel._run32(PRESETS["blackwell-tcgen05-e4m3"], np.float32)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ._numba_setup import prefer_wide_vectors
+
+prefer_wide_vectors()  # before anything here compiles or loads
+
 
 @njit(parallel=True, cache=True)
 def surely_representable(x, p, emin, max_finite, signed, out):

@@ -5,8 +5,12 @@ Rounding-mode codes follow ``fpscope.formats.ROUNDING_MODES``: 0 RNE, 1 RZ, 2 RN
 
 The exponent range and the cut products are inlined into the GEMM (``inline="always"``): it
 ran faster so, at no measurable cost in compile time (re-measure with
-``benchmarks/bench_kernel_parts.py``, whose last line is the whole single-thread kernel);
-inlining the block set-up and rounding as well gave no more and doubled the compile time.
+``benchmarks/bench_kernel_parts.py``, whose last line is the whole single-thread kernel).
+For float32 running values and truncation (every preset on ordinary data) the block set-up
+and the first 4, 8 or 16 products are one inlined pass (:func:`_fused_first`), which keeps
+the scale and the sum in registers and lets most blocks round without a range check
+(:func:`_finish`); blocks it cannot take (NaN / Inf c, scales beyond float32) go through the
+general set-up (:func:`_prepare_block`, a function of its own).
 
 What selects code inside a loop over j is a compile-time constant there: the exponent width
 (int8 or int16) comes from the arrays' dtype (:func:`_narrow`), and ``need_min`` and the
@@ -21,6 +25,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
+
+from .._numba_setup import prefer_wide_vectors
+
+prefer_wide_vectors()  # before anything here compiles or loads
 
 _NONE = -(1 << 30)
 
@@ -267,62 +275,181 @@ def _prepare_loop32(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F, max
     """:func:`_prepare_loop64` on 16 lanes, for running values that are float32 (every
     rounding format within float32's, kernel._run32): lsb holds the weight's exponent
     e_max - F (int32; the rounding builds the weight, :func:`_weight`), ct = c cut at that
-    weight as int32 (below 2^(F+1)), by two exact scalings of the float32 c (2^-lsb can exceed
-    float32's range when every product is zero and c is tiny; a scaling that underflows does
-    so only where the cut value is 0). Every integer
-    is kept int32 (numba would widen it to int64 and halve the lanes). A NaN or Inf c gets
-    sc = ct = 0 and is counted in acc[w]: the caller puts it back after the rounding. Needs
-    1 <= F <= 28, max_scale <= 126, c_emin >= -126 and no floor alignment (kernel._run32)."""
-    tc = np.float32(tiny_c)
-    cemin = np.int32(c_emin)
-    ez32 = np.int32(ez)
-    F32 = np.int32(F)
-    ms = np.int32(max_scale)
-    zb32 = np.int32(zb)
-    none = np.int32(_NONE)
-    bias = np.int32(127)
-    ff = np.int32(0xFF)
-    s23 = np.int32(23)
-    one = np.int32(1)
-    zero = np.int32(0)
-    nonfinite = zero
+    weight as int32 (below 2^(F+1)); one output's set-up is :func:`_setup32`. A NaN or Inf c
+    gets sc = ct = 0 and is counted in acc[w]: the caller puts it back after the rounding.
+    Needs 1 <= F <= 28, max_scale <= 126, c_emin >= -126 and no floor alignment
+    (kernel._run32)."""
+    nonfinite = np.int32(0)
     for j in range(w):
-        c = src[j]
-        be = np.int32(np.int32(np.float32(c).view(np.int32) >> s23) & ff)
-        finite = be != ff
-        cz = (c == 0) | (abs(c) < tc)
-        ce = max(np.int32(be - bias), cemin)
-        m = np.int32(mx[j])
-        e = m if m > zb32 else none
-        if need_min:
-            e = max(e, ez32) if ((np.int32(mn[j]) < zb32) | cz) else e
-        else:
-            e = max(e, ez32)
-        e = e if cz else max(e, ce)
-        e = F32 if ((e == none) | (not finite)) else e
-        lo = np.int32(e - F32)
+        lo, s, cv, finite = _setup32(src, mx, mn, j, tiny_c, c_emin, ez, F, max_scale, align, zb,
+                                     need_min, True)
         lsb[j] = lo
-        up = np.int32(-lo)
-        sc[j] = (np.int32(np.int32(min(up, ms) + bias) << s23).view(np.float32) if finite
-                 else np.float32(0))
-        h = np.int32(up >> one)
-        t = (c * np.int32(np.int32(h + bias) << s23).view(np.float32)
-             * np.int32(np.int32(np.int32(up - h) + bias) << s23).view(np.float32))
-        ct[j] = zero if (cz | (not finite)) else np.int32(_cut(t, align))
-        acc[j] = zero
+        sc[j] = s
+        ct[j] = cv
+        acc[j] = np.int32(0)
         nonfinite = np.int32(nonfinite + np.int32(not finite))
     acc[w] = nonfinite
+
+
+@njit(cache=True, inline="always")
+def _setup32(src, mx, mn, j, tiny_c, c_emin, ez, F, max_scale, align, zb, need_min, general):
+    """(lo, sc, ct, finite) of output j on float32 running values: the weight's exponent
+    lo = e_max - F, the scale 2^-lo, c = src[j] cut at 2^lo (int32), and whether c is finite.
+    Every integer is kept int32 (numba would widen it to int64 and halve the lanes).
+
+    ``general`` (a constant; :func:`_prepare_loop32`): any block. The scale is clamped to
+    2^max_scale and is 0 for a NaN or Inf c; c is cut after two exact scalings (2^-lo can
+    exceed float32's range when every product is zero and c is tiny; a scaling that underflows
+    does so only where the cut value is 0). Not ``general`` (:func:`_fused_first`): none of
+    that; the results hold where lo lies in [-126, 127 - F] (2^-lo is then a float32 normal,
+    and c is finite: a NaN or Inf c has the exponent 128, so lo = 128 - F), and the caller
+    rejects every block with a lo outside."""
+    none = np.int32(_NONE)
+    bias = np.int32(127)
+    s23 = np.int32(23)
+    F32 = np.int32(F)
+    zb32 = np.int32(zb)
+    ez32 = np.int32(ez)
+    c = src[j]
+    be = np.int32(np.int32(np.float32(c).view(np.int32) >> s23) & np.int32(0xFF))
+    finite = be != np.int32(0xFF)
+    # c is read as zero where it is 0 or (flush_inputs) below tiny_c; 2^-149 is float32's least
+    # positive value, so one comparison covers both
+    cz = abs(c) < np.float32(max(tiny_c, 2.0 ** -149))
+    ce = max(np.int32(be - bias), np.int32(c_emin))
+    m = np.int32(mx[j])
+    e = m if m > zb32 else none
+    if need_min:
+        e = max(e, ez32) if ((np.int32(mn[j]) < zb32) | cz) else e
+    else:
+        e = max(e, ez32)
+    e = e if cz else max(e, ce)
+    if general:
+        e = F32 if ((e == none) | (not finite)) else e
+    lo = np.int32(e - F32)
+    up = np.int32(-lo)
+    if general:
+        s = (np.int32(np.int32(min(up, np.int32(max_scale)) + bias) << s23).view(np.float32)
+             if finite else np.float32(0))
+        h = min(max(up, np.int32(-126)), np.int32(126))  # 2^h, 2^(up - h): float32 normals
+        t = (c * np.int32(np.int32(h + bias) << s23).view(np.float32)
+             * np.int32(np.int32(np.int32(up - h) + bias) << s23).view(np.float32))
+        skip = cz | (not finite)
+    else:
+        s = np.int32(np.int32(up + bias) << s23).view(np.float32)
+        t = c * s
+        skip = cz
+    # the float32 -> int32 conversion truncates toward zero
+    cv = np.int32(0) if skip else (np.int32(t) if align == 0 else np.int32(_cut(t, align)))
+    return lo, s, cv, finite
+
+
+@njit(cache=True, inline="always")
+def _four(AV, BV, i, k0, j0, w):
+    """(a0, a1, a2, a3, b0, b1, b2, b3): the values AV[i, k0 + q] and the rows
+    BV[k0 + q, j0:j0 + w] (contiguous views, so that loops over them vectorise), q < 4."""
+    return (AV[i, k0], AV[i, k0 + 1], AV[i, k0 + 2], AV[i, k0 + 3],
+            BV[k0, j0:j0 + w], BV[k0 + 1, j0:j0 + w], BV[k0 + 2, j0:j0 + w],
+            BV[k0 + 3, j0:j0 + w])
+
+
+@njit(cache=True, inline="always")
+def _cut4(q, j, s, align):
+    """The int32 sum of the four products of q (:func:`_four`) at column j, each scaled by s
+    and cut (the float32 -> int32 conversion truncates toward zero; nearest rounds first)."""
+    a0, a1, a2, a3, b0, b1, b2, b3 = q
+    if align == 0:
+        return ((np.int32(a0 * b0[j] * s) + np.int32(a1 * b1[j] * s))
+                + (np.int32(a2 * b2[j] * s) + np.int32(a3 * b3[j] * s)))
+    return ((np.int32(_cut(a0 * b0[j] * s, align)) + np.int32(_cut(a1 * b1[j] * s, align)))
+            + (np.int32(_cut(a2 * b2[j] * s, align)) + np.int32(_cut(a3 * b3[j] * s, align))))
+
+
+@njit(cache=True, inline="always")
+def _fused_first(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                 max_scale, zb, need_min, P):
+    """The block set-up and the cut of the block's first P products (P = 4, 8 or 16, at most
+    the block's and at most kernel._int32_terms) in one loop over j, for float32 running values
+    and truncating alignment: acc[:w] holds the products' int32 sum, and the scale and the sum
+    stay in registers. acc[w] and acc[w + 1] hold the least and the greatest weight exponent lo
+    of the block: the set-up holds where every lo lies in [-126, 127 - F] (:func:`_setup32`;
+    a NaN or Inf c has lo = 128 - F), else the caller sets the block up again on the general
+    path (:func:`_prepare_block`); the rounding may skip its check where every lo lies in
+    kernel._exact_weights' range (:func:`_finish`).
+
+    Inlined into the kernel, where LLVM sees that the arrays it writes are the kernel's own
+    and so vectorises the loop without run-time overlap checks (called through a function
+    of its own, the loop stayed scalar). ``need_min`` is tested per element here (a select),
+    so that there is one copy per P."""
+    q0 = _four(AV, BV, i, kb, j0, w)
+    if P == 4:
+        _fused_loop(src, mx, mn, (q0,), w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale,
+                    zb, need_min)
+    elif P == 8:
+        _fused_loop(src, mx, mn, (q0, _four(AV, BV, i, kb + 4, j0, w)), w, lsb, sc, ct, acc,
+                    tiny_c, c_emin, ez, F, max_scale, zb, need_min)
+    else:
+        qs = (q0, _four(AV, BV, i, kb + 4, j0, w), _four(AV, BV, i, kb + 8, j0, w),
+              _four(AV, BV, i, kb + 12, j0, w))
+        _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale,
+                    zb, need_min)
+
+
+@njit(cache=True, inline="always")
+def _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale, zb,
+                need_min):
+    """:func:`_fused_first`'s loop over j for the products of ``qs``, a tuple of
+    :func:`_four` (one loop per tuple length, which LLVM unrolls)."""
+    lo_lo = np.int32(1 << 30)
+    lo_hi = np.int32(-(1 << 30))
+    for j in range(w):
+        lo, s, cv, _ = _setup32(src, mx, mn, j, tiny_c, c_emin, ez, F, max_scale, 0, zb,
+                                need_min, False)
+        lsb[j] = lo
+        sc[j] = s
+        ct[j] = cv
+        total = np.int32(0)
+        for q in qs:
+            total += _cut4(q, j, s, 0)
+        acc[j] = total
+        lo_lo = min(lo_lo, lo)
+        lo_hi = max(lo_hi, lo)
+    acc[w] = lo_lo
+    acc[w + 1] = lo_hi
+
+
+def _first_products(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
+                    F, max_scale, zb, need_min, P):
+    """:func:`_fused_first` where the running values are float32; nothing where they are
+    float64 (the kernel then passes P = 0 and never calls it). An overload, so that the
+    float64 kernel does not compile the float32 loops."""
+
+
+@overload(_first_products, inline="always")
+def _first_products_ov(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin,
+                       ez, F, max_scale, zb, need_min, P):
+    if src.dtype == types.float32:
+        return _first_products_32
+    return lambda src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, \
+        F, max_scale, zb, need_min, P: None
+
+
+def _first_products_32(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
+                       F, max_scale, zb, need_min, P):
+    _fused_first(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                 max_scale, zb, need_min, P)
 
 
 @njit(cache=True, inline="always")
 def _bit_round(v, mode, drop, mask):
     """v rounded to ``52 - drop + 1`` significand bits on its float64 bits: RZ clears the
     dropped bits, RNE adds half an ulp minus one plus the kept last bit before clearing (a carry
-    moves into the exponent, as it should). Exact for a normal result; -0 -> +0."""
+    moves into the exponent, as it should). Exact for a normal result. (No -0 -> +0 here: in
+    :func:`_finish`, v is a sum of integers times a weight, never -0.)"""
     b = _bits(v)
     if mode == 0:
         b = b + (((np.int64(1) << (drop - 1)) - 1) + ((b >> drop) & 1))
-    return np.int64(b & mask).view(np.float64) + 0.0
+    return np.int64(b & mask).view(np.float64)
 
 
 def _weight(lsb, j):
@@ -338,16 +465,29 @@ def _weight_ov(lsb, j):
 
 
 @njit(cache=True)
-def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big):
+def _finish(run, acc, ct, lsb, w, p, q_lo, mf, mode, tiny, big, exact):
     """run[:w] = rho((acc + ct) * lsb) (``run`` float64, or float32 where every rounding format lies
     within float32's: kernel._run32; lsb: see :func:`_weight`): one loop per rounding mode, so that
     each compiles with its mode as a constant. RNE and RZ take a bit-level fast path
     (:func:`_bit_round`) whose result is used where it is normal and finite in the target format;
     any other element (overflow, subnormal or flushed results, Inf, NaN) sends the block through
-    :func:`_round`."""
+    :func:`_round`. ``exact``: the caller knows that every result is zero or normal and finite
+    (each weight's exponent lies in kernel._exact_weights' range; :func:`_fused_first` counts
+    those that do not), so the fast path runs unchecked: a +0 result is right too, as v is
+    never -0 and the profiles the kernel runs turn -0 into +0."""
     if mode <= 1:
         drop = 52 - (p - 1)
         mask = ~((np.int64(1) << drop) - 1)
+        if exact:
+            if mode == 1:
+                for j in range(w):
+                    run[j] = _bit_round((np.float64(acc[j]) + ct[j]) * _weight(lsb, j), 1, drop,
+                                        mask)
+            else:
+                for j in range(w):
+                    run[j] = _bit_round((np.float64(acc[j]) + ct[j]) * _weight(lsb, j), 0, drop,
+                                        mask)
+            return
         lo_norm = max(_pow2(max(q_lo + p - 1, -1000)), tiny)
         nbad = 0
         if mode == 1:
@@ -836,31 +976,39 @@ def abs_range(X, S, block, rows, tiny):
     return np.int64(lo.min()).view(np.float64), np.int64(hi.max()).view(np.float64)
 
 
-def _block_arrays(C, w):
+def _block_arrays(rt, w):
     """(ct, lsb) of a tile of width w: float64 cut c and weights where the running values are
-    float64, int32 cut c and weight exponents where they are float32 (C's dtype; see
+    float64, int32 cut c and weight exponents where they are float32 (rt's dtype; see
     :func:`_prepare_loop32`). An overload."""
 
 
 @overload(_block_arrays, inline="always")
-def _block_arrays_ov(C, w):
-    if C.dtype == types.float32:
-        return lambda C, w: (np.empty(w, np.int32), np.empty(w, np.int32))
-    return lambda C, w: (np.empty(w, np.float64), np.empty(w, np.float64))
+def _block_arrays_ov(rt, w):
+    if rt.dtype == types.float32:
+        return lambda rt, w: (np.empty(w, np.int32), np.empty(w, np.int32))
+    return lambda rt, w: (np.empty(w, np.float64), np.empty(w, np.float64))
 
 
 @njit(parallel=True, cache=True)
-def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step_emin, step,
-                has_out, outr, flush_in, max_scale, T, zb, need_min, MI, W):
+def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, step_emin,
+                step, has_out, outr, flush_in, max_scale, T, P, lo_min, lo_max, zb, need_min, MI,
+                W):
     """D (M, N) = the GEMM of AV, BV (values) and EA, EB (exponents, :func:`operand_codes`)
-    from C (M, N) (kernel.matmul). C and D are float64, or float32 where every value the chain
-    rounds to lies within float32 (kernel._run32: the block set-up then runs on 16 lanes). D
-    need not be initialised: the first k-chunk reads C, the later ones D.
+    from C (M, N) (kernel.matmul). C and D are float64; the running values (c of each block,
+    each step's result) are of the dtype of the empty array ``rt``: float64, or float32 where
+    every value the chain rounds to lies within float32 (kernel._run32: the block set-up then
+    runs on 16 lanes). Each tile keeps its running values in a buffer of that dtype: the first
+    k-chunk reads C into it, the last writes it to D, so D need not be initialised and neither
+    C nor D is converted whole.
 
     ``step``, ``outr``: (p, q_lo, max_finite, mode, tiny, big) of the step and output roundings
     (:func:`_round`). ``max_scale``: the largest exponent of a scale 2^-lsb the value dtype
     holds (float32: 126; a larger one only occurs when every product is zero). ``T``: products
-    whose cut values sum exactly in int32 (kernel._int32_terms). ``zb``: exponent sums below it
+    whose cut values sum exactly in int32 (kernel._int32_terms). ``P``: 0, or how many products
+    the block set-up cuts in the same pass (:func:`_fused_first`; kernel._first_products).
+    ``lo_min``, ``lo_max``: the weight exponents whose step results need no range check
+    (kernel._exact_weights), where the fused pass took the block.
+    ``zb``: exponent sums below it
     are zero products (kernel._exponents). ``need_min``: e_zero can decide e_max
     (Profile.e_zero_inert)."""
     M, K = AV.shape
@@ -876,16 +1024,21 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
         mx = np.empty(w, EA.dtype)
         mn = np.empty(w, EA.dtype)
         sc = np.empty(w, AV.dtype)
-        acc = np.zeros(w + 1, np.int32)  # acc[w]: NaN / Inf c counted by _prepare_loop32
-        run = np.empty(w, C.dtype)
-        keep = np.empty(w, C.dtype)  # the c of a block that has a NaN or Inf c (float32 run)
-        ct, lsb = _block_arrays(C, w)
-        zw = np.zeros(w, C.dtype)
+        acc = np.zeros(w + 2, np.int32)  # acc[w:]: _prepare_loop32's, _fused_first's counts
+        run = np.empty(w, rt.dtype)
+        keep = np.empty(w, rt.dtype)  # the c of a block that has a NaN or Inf c (float32 run)
+        ct, lsb = _block_arrays(rt, w)
+        zw = np.zeros(w, rt.dtype)
+        cin = np.empty(w, rt.dtype)  # a row of C in the running dtype
+        Dt = np.empty((i1 - i0, w), rt.dtype)  # the tile's running values
         direct = not c_last and not has_out  # the last step writes D itself
         for kc in range(0, K, k):
             for i in range(i0, i1):
-                drow = D[i, j0:j0 + w]
-                crow = C[i, j0:j0 + w] if kc == 0 else drow  # this instruction's c
+                drow = Dt[i - i0]
+                if kc == 0:
+                    for j in range(w):
+                        cin[j] = C[i, j0 + j]
+                crow = cin if kc == 0 else drow  # this instruction's c
                 for s in range(S):
                     kb = kc + s * L
                     first = s == 0
@@ -896,20 +1049,33 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
                         _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, True)
                     else:
                         _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, False)
-                    _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez, F,
-                                   max_scale, align, zb, need_min)
-                    nonfinite = acc[w]
+                    fast = exact = False
+                    if P:  # the set-up and the first P products in one pass
+                        _first_products(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc,
+                                        tiny_c, c_emin, ez, F, max_scale, zb, need_min, P)
+                        lo_lo, lo_hi = acc[w], acc[w + 1]  # (_fused_first)
+                        fast = (lo_lo >= -126) and (lo_hi <= 127 - F)
+                        exact = fast and (lo_lo >= lo_min) and (lo_hi <= lo_max)
+                    if not fast:  # the general set-up
+                        _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez,
+                                       F, max_scale, align, zb, need_min)
+                    nonfinite = 0 if fast else acc[w]
                     if nonfinite:
                         keep[:] = src
-                    for sub in range(0, L, T):  # int32 sums of T terms, added up in ct
-                        _cut_products(AV, BV, i, kb + sub, min(T, L - sub), j0, w, sc, acc,
-                                      align)
-                        if sub + T < L:
+                    pos = P if fast else 0  # products cut so far, the last ``used`` in acc
+                    used = pos
+                    while pos < L:  # int32 sums of at most T terms, added up in ct
+                        if used == T:
                             for j in range(w):
                                 ct[j] += acc[j]
                                 acc[j] = 0
+                            used = 0
+                        n = min(T - used, L - pos)
+                        _cut_products(AV, BV, i, kb + pos, n, j0, w, sc, acc, align)
+                        pos += n
+                        used += n
                     dst = drow if (direct and s == S - 1) else run
-                    _finish(dst, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig)
+                    _finish(dst, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig, exact)
                     if nonfinite:  # a NaN or Inf c is carried
                         for j in range(w):
                             if keep[j] - keep[j] != 0:
@@ -924,3 +1090,6 @@ def gemm_kernel(AV, EA, BV, EB, C, D, k, L, F, align, ez, c_last, out_emin, step
                 if not direct:
                     for j in range(w):
                         drow[j] = run[j]
+        for i in range(i0, i1):
+            for j in range(w):
+                D[i, j0 + j] = Dt[i - i0, j]

@@ -25,14 +25,18 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   to nearest give 0 anyway (floor alignment therefore uses float64).
 * c is cut in float64 and added to the block's integer sum exactly; ``sum * 2^lsb`` is exact in
   float64 and is rounded by ``_kernel_jit._round`` (through a bit-level fast path where the
-  result is normal: ``_kernel_jit._finish``), the branch-free twin of
+  result is normal, or, by the block's weights, cannot be anything else: ``_kernel_jit._finish``,
+  :func:`_exact_weights`), the branch-free twin of
   :func:`fpscope.formats.round_to_format` (overflow ``inf``) with the reference's rules: +-Inf
   when ``|x| >= 2^(emax + 1)`` in every mode, subnormal results flushed under ``flush_outputs``,
   ``-0 -> +0``.
 * The running values (C, each step's result, D) are float32 wherever every value they can take
   converts exactly (:func:`_run32`: every rounding format within float32's, float32 products, no
   NaN in C, whose payload float64 carries unchanged); the block set-up then works on 16 lanes
-  (``_kernel_jit._prepare_loop32``) instead of float64's 8. A NaN or Inf c is carried.
+  (``_kernel_jit._prepare_loop32``) instead of float64's 8, and with truncation it cuts the
+  block's first products in the same pass (``_kernel_jit._fused_first``,
+  :func:`_first_products`). Each tile keeps its running values in a buffer of their own: C is
+  read into it and D written from it, never converted whole. A NaN or Inf c is carried.
 * Block scales (MX: ``scale_format`` on the fused node) are folded into the operands
   (:func:`_scaled_codes`): the value ``x * s`` and the leading exponent ``e_x + e_s``, as
   ``vectorized._fold`` folds them, so the arithmetic below is unchanged; a NaN scale marks its
@@ -136,12 +140,33 @@ def _run32(profile: Profile, vt) -> bool:
     products (``vt``, which also rules out floor alignment), every rounding format and C's
     format within float32 (at most 24 significand bits, emin >= -126, emax <= 127, so each
     value converts exactly), and 1 <= F (so that a scale ``2^-lsb`` of a nonzero product or c
-    is a normal float32)."""
+    is a normal float32), and a block's cut c plus its int32 runs before the last fit int32
+    (the float32 path keeps the cut c as int32 and adds each full run into it; F = 25 with
+    fp16 operands and 32-product blocks would not fit: :func:`_cut_product_bound`)."""
     fmts = [resolve_format(profile.out_format), resolve_format(profile.step_rounding[0])]
     if profile.output_rounding is not None:
         fmts.append(resolve_format(profile.output_rounding[0]))
+    L, T = profile.block_size, _int32_terms(profile)
+    before_last = (L - 1) // T * T  # products in the runs added into the cut c
+    ct_max = 2 ** (profile.frac_bits + 1) + before_last * _cut_product_bound(profile)
     return (vt == np.float32 and profile.frac_bits >= 1 and profile.alignment != "floor"
-            and all(f.p <= 24 and f.emin >= -126 and f.emax <= 127 for f in fmts))
+            and all(f.p <= 24 and f.emin >= -126 and f.emax <= 127 for f in fmts)
+            and ct_max < 2 ** 31)
+
+
+def _cut_product_bound(profile: Profile) -> int:
+    """The largest magnitude of a cut product, in units of its cut weight ``2^(e_max - F)``:
+    a product of leading exponent ``e_a + e_b <= e_max`` is at most ``2^(e_a + e_b)`` times
+    the product of the largest significands, ``(2^p - 1) / 2^(p - 1)`` for each operand and
+    for each of its two block scales (:func:`_scaled_codes`), so the cut value is at most
+    ``2^F`` times that, plus one where the cut rounds to nearest. (:func:`_int32_terms` uses
+    the looser ``2^(F+2)``.)"""
+    fa, fb = _operand_formats(profile)
+    num, den = (2 ** fa.p - 1) * (2 ** fb.p - 1), 2 ** (fa.p + fb.p - 2)
+    if profile.scale_format is not None:
+        fs = resolve_format(profile.scale_format)
+        num, den = num * (2 ** fs.p - 1) ** 2, den * 2 ** (2 * fs.p - 2)
+    return num * 2 ** profile.frac_bits // den + (profile.alignment != "truncate")
 
 
 def unsupported(profile: Profile) -> str | None:
@@ -215,6 +240,33 @@ def _int32_terms(profile: Profile) -> int:
     significand is then a product of two below 2 (:func:`_scaled_codes`)."""
     top = 2 ** (profile.frac_bits + 2 + 2 * _wide_scales(profile))
     return (2 ** 31 - 1) // (top - (1 if profile.alignment == "truncate" else 0))
+
+
+def _first_products(profile: Profile, rt) -> int:
+    """How many products the block set-up cuts in its own pass (``_kernel_jit._fused_first``):
+    the largest of 16, 8, 4 within the block and within :func:`_int32_terms`, where the running
+    values are float32 (``rt``) and the alignment truncates (every preset); else 0 (the set-up
+    runs alone)."""
+    if rt != np.float32 or profile.alignment != "truncate":
+        return 0
+    most = min(profile.block_size, _int32_terms(profile))
+    return next((P for P in (16, 8, 4) if P <= most), 0)
+
+
+def _exact_weights(profile: Profile, fstep: Format) -> tuple[int, int]:
+    """(lo_min, lo_max): the weight exponents lo (e_max - F) for which every step result of a
+    block is exactly what the bit-level rounding gives unchecked (``_kernel_jit._finish``). The
+    block's integer sum s (its cut products and cut c) has ``|s| < 2^h``, h the bit length of
+    ``L * top + 2^(F+1)`` (top: a cut product's bound, :func:`_int32_terms`), and the result
+    is ``v = s * 2^lo``. Up to ``lo <= emax - h``, ``|v| < 2^emax``: RZ and RNE stay finite.
+    From ``lo >= emin - p + 1`` (the last place of ``fstep``'s subnormals) a v below
+    ``2^emin`` is a multiple of that place with fewer than p bits, so it is a subnormal of
+    ``fstep`` exactly and the rounding keeps it; under ``flush_outputs`` such a v must become
+    0, so there lo >= emin."""
+    top = 2 ** (profile.frac_bits + 2 + 2 * _wide_scales(profile))
+    h = (profile.block_size * top + 2 ** (profile.frac_bits + 1)).bit_length()
+    lo_min = fstep.emin if profile.flush_outputs else fstep.emin - fstep.p + 1
+    return lo_min, fstep.emax - h
 
 
 def _wide_scales(profile: Profile) -> bool:
@@ -314,38 +366,6 @@ def _scaled_codes(X, S, block: int, fmt: Format, fs: Format, flush: bool, coding
     scaled_operand_codes(X, np.ascontiguousarray(S, dtype=np.float64), block, rows, V, E,
                          fmt.emin, fmt.min_normal if flush else 0.0, fs.emin, coding[1], bad)
     return V, E, np.flatnonzero(bad)
-
-
-def _prefer_wide_vectors() -> None:
-    """On AVX-512 machines, let numba's LLVM use 512-bit vectors for the kernel.
-
-    LLVM's tuning for recent Intel cores prefers 256-bit vectors (its "prefer-256-bit" feature);
-    the GEMM ran about 14% faster with 512-bit ones on the 2-core AVX-512 CI machine
-    (hopper-fp16, 2048^3, 2 threads: 1.72 s against 2.00 s, ``benchmarks/bench_emulate.py`` run
-    with and without ``NUMBA_CPU_NAME`` set, which turns this off). numba reads its CPU features
-    once, when its CPU target first compiles or loads code, from ``numba.config.CPU_FEATURES``
-    (the ``NUMBA_CPU_FEATURES`` environment variable). So this sets them, to the host's features
-    plus "-prefer-256-bit", only when the user has set neither ``NUMBA_CPU_FEATURES`` nor
-    ``NUMBA_CPU_NAME`` and no numba code has been compiled in this process yet; otherwise it
-    does nothing. The instruction set is the same either way, so the results are the same bits
-    (tests/test_emulate_kernel.py compares them with the numpy engine).
-    """
-    try:
-        import numba
-        from numba.core.registry import cpu_target
-
-        cfg = numba.config
-        if cfg.CPU_FEATURES is not None or cfg.CPU_NAME is not None:
-            return
-        if "_toplevel_target_context" in vars(cpu_target):  # numba's CPU target is set up
-            return
-        import llvmlite.binding as llvm
-
-        feats = llvm.get_host_cpu_features()
-        if feats.get("avx512f"):
-            cfg.CPU_FEATURES = feats.flatten() + ",-prefer-256-bit"
-    except Exception:  # noqa: BLE001 - a numba/llvmlite without these internals: leave it be
-        return
 
 
 def _pairwise(A, B, C, profile: Profile, rows: int, cols: int, threads: int | None):
@@ -530,7 +550,6 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
     Raises:
         ValueError: the profile is unsupported, or scales are missing or given wrongly.
     """
-    _prefer_wide_vectors()
     from ._kernel_jit import gemm_kernel
 
     why = unsupported(profile)
@@ -583,17 +602,17 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         # float32 running values where they convert exactly; a NaN in C keeps float64, which
         # carries its payload bits unchanged
         rt = np.float32 if _run32(profile, vt) and not np.isnan(C).any() else np.float64
-        Ck = C.astype(rt, copy=False)
-        D = np.empty(C.shape, rt)  # the kernel's first k-chunk reads C
-        gemm_kernel(AV, EA, BV, EB, Ck, D,
+        D = np.empty(C.shape)  # the kernel's first k-chunk reads C
+        gemm_kernel(AV, EA, BV, EB, C, D, np.empty(0, rt),
                     k, profile.block_size, profile.frac_bits, align, ez,
                     profile.c_entry == "last", fout.emin, fstep.emin, step_args, has_out,
                     out_args,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
-                    _int32_terms(profile), coding[2], not profile.e_zero_inert,
+                    _int32_terms(profile), _first_products(profile, rt),
+                    *_exact_weights(profile, fstep), coding[2],
+                    not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
-    return _recompute(D.astype(np.float64, copy=False), A_in, B_in, C, profile, bad_rows,
-                      bad_cols, scales)
+    return _recompute(D, A_in, B_in, C, profile, bad_rows, bad_cols, scales)
 
 
 def _recompute(D, A, B, C, profile: Profile, bad_rows, bad_cols, scales=None) -> np.ndarray:

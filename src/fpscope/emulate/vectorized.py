@@ -260,11 +260,13 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbi
     """One fused step over broadcastable decoded operands (..., L) and c (...).
 
     ``pbits``: fraction bits of a product significand ``S_a * S_b``, ``(p_a - 1) + (p_b - 1)``.
-    ``first``: c is the instruction's c (not a chained step result).
+    ``first``: c is the instruction's c (not a chained step result). Under
+    ``input_zero_sign="positive"`` the operands' zeros have been read as +0 already
+    (:func:`_chain`, before any block scale is folded in).
     """
     n = A.S * B.S
     positive = profile.input_zero_sign == "positive"
-    pneg = _positive_zeros(A) ^ _positive_zeros(B) if positive else A.neg ^ B.neg
+    pneg = A.neg ^ B.neg
     pzero = n == 0
     ez = _SENT if profile.e_zero is None else profile.e_zero
     lead = A.e + B.e
@@ -500,6 +502,11 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool,
     pbits = fa.p - 1 + fb.p - 1
     L = profile.block_size
     grouped = profile.node == "grouped"
+    if profile.node == "fused" and profile.input_zero_sign == "positive":
+        # zero operands read as +0 before a scale is folded in, as reference.fdpa reads them:
+        # a zero scale leaves its products' signs as the operands give them
+        A = _Dec(A.raw, _positive_zeros(A), A.S, A.e)
+        B = _Dec(B.raw, _positive_zeros(B), B.S, B.e)
     if SA is not None and not grouped:  # the fused node: scales folded into the operands
         A, B = _fold(A, SA), _fold(B, SB)
         pbits += 2 * (resolve_format(profile.scale_format).p - 1)
