@@ -32,7 +32,7 @@ def main(argv=None) -> int:
 
     from fpscope.emulate import kernel
 
-    from numba import njit
+    from numba import njit, prange
 
     from fpscope.emulate import _kernel_jit as J
     from fpscope.formats import round_to_format
@@ -87,19 +87,21 @@ def main(argv=None) -> int:
             J._exponent_range(EA, EB, r % MI, (r // MI * L) % n, L, 0, w, mx, mn,
                                need_min)
 
-    # the kernel's scratch arrays are its own, which lets LLVM vectorise the fused pass
-    # without overlap checks (_kernel_jit._fused_first): so the steps below allocate theirs
-    @njit
+    # the kernel runs each tile in a prange body, whose own scratch arrays let LLVM vectorise
+    # the fused pass without overlap checks (_kernel_jit._fused_first; in a plain function
+    # the loop stays scalar): so this step runs as one tile of a prange too
+    @njit(parallel=True)
     def t_fused(reps, src, mx, mn, AV, BV):
-        lsb, sc = np.empty(w, np.int32), np.empty(w, np.float32)
-        ct, acc = np.empty(w, np.int32), np.zeros(w + 2, np.int32)
         general = checked = 0  # blocks set up again, blocks rounded with the check
-        for r in range(reps):
-            J._fused_first(src, mx, mn, AV, BV, r % MI, (r // MI * L) % n, 0, w, lsb, sc, ct,
-                           acc, 0.0, c_emin, ez, F, 126, zb, need_min, P)
-            fast = acc[w] >= -126 and acc[w + 1] <= 127 - F  # as gemm_kernel decides
-            general += not fast
-            checked += not (fast and acc[w] >= lo_min and acc[w + 1] <= lo_max)
+        for _ in prange(1):
+            lsb, sc = np.empty(w, np.int32), np.empty(w, np.float32)
+            ct, acc = np.empty(w, np.int32), np.zeros(w + 2, np.int32)
+            for r in range(reps):
+                J._fused_first(src, mx, mn, AV, BV, r % MI, (r // MI * L) % n, 0, w, lsb, sc,
+                               ct, acc, 0.0, c_emin, ez, F, 126, zb, need_min, P)
+                fast = acc[w] >= -126 and acc[w + 1] <= 127 - F  # as gemm_kernel decides
+                general += not fast
+                checked += not (fast and acc[w] >= lo_min and acc[w + 1] <= lo_max)
         return general, checked
 
     @njit

@@ -381,18 +381,42 @@ def _fused_first(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_
     and so vectorises the loop without run-time overlap checks (called through a function
     of its own, the loop stayed scalar). ``need_min`` is tested per element here (a select),
     so that there is one copy per P."""
-    q0 = _four(AV, BV, i, kb, j0, w)
     if P == 4:
-        _fused_loop(src, mx, mn, (q0,), w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale,
-                    zb, need_min)
+        _fused_first4(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                      max_scale, zb, need_min, P)
     elif P == 8:
-        _fused_loop(src, mx, mn, (q0, _four(AV, BV, i, kb + 4, j0, w)), w, lsb, sc, ct, acc,
-                    tiny_c, c_emin, ez, F, max_scale, zb, need_min)
+        _fused_first8(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                      max_scale, zb, need_min, P)
     else:
-        qs = (q0, _four(AV, BV, i, kb + 4, j0, w), _four(AV, BV, i, kb + 8, j0, w),
-              _four(AV, BV, i, kb + 12, j0, w))
-        _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale,
-                    zb, need_min)
+        _fused_first16(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
+                       F, max_scale, zb, need_min, P)
+
+
+@njit(cache=True, inline="always")
+def _fused_first4(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                  max_scale, zb, need_min, P):
+    """:func:`_fused_first` for P = 4."""
+    _fused_loop(src, mx, mn, (_four(AV, BV, i, kb, j0, w),), w, lsb, sc, ct, acc, tiny_c,
+                c_emin, ez, F, max_scale, zb, need_min)
+
+
+@njit(cache=True, inline="always")
+def _fused_first8(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                  max_scale, zb, need_min, P):
+    """:func:`_fused_first` for P = 8."""
+    qs = (_four(AV, BV, i, kb, j0, w), _four(AV, BV, i, kb + 4, j0, w))
+    _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale, zb,
+                need_min)
+
+
+@njit(cache=True, inline="always")
+def _fused_first16(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+                   max_scale, zb, need_min, P):
+    """:func:`_fused_first` for P = 16."""
+    qs = (_four(AV, BV, i, kb, j0, w), _four(AV, BV, i, kb + 4, j0, w),
+          _four(AV, BV, i, kb + 8, j0, w), _four(AV, BV, i, kb + 12, j0, w))
+    _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale, zb,
+                need_min)
 
 
 @njit(cache=True, inline="always")
@@ -419,25 +443,23 @@ def _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max
 
 
 def _first_products(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
-                    F, max_scale, zb, need_min, P):
-    """:func:`_fused_first` where the running values are float32; nothing where they are
-    float64 (the kernel then passes P = 0 and never calls it). An overload, so that the
-    float64 kernel does not compile the float32 loops."""
+                    F, max_scale, zb, need_min, quads):
+    """:func:`_fused_first` with P = 4 * len(quads) where the running values are float32;
+    nothing where they are float64 (the kernel then passes no quads and never calls it). An
+    overload, so that the kernel compiles only the loop of its P."""
 
 
 @overload(_first_products, inline="always")
 def _first_products_ov(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin,
-                       ez, F, max_scale, zb, need_min, P):
-    if src.dtype == types.float32:
-        return _first_products_32
+                       ez, F, max_scale, zb, need_min, quads):
+    loop = {1: _fused_first4, 2: _fused_first8, 4: _fused_first16}.get(len(quads.types))
+    if src.dtype != types.float32 or loop is None:
+        return lambda src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, \
+            F, max_scale, zb, need_min, quads: None
     return lambda src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, \
-        F, max_scale, zb, need_min, P: None
-
-
-def _first_products_32(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
-                       F, max_scale, zb, need_min, P):
-    _fused_first(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
-                 max_scale, zb, need_min, P)
+        F, max_scale, zb, need_min, quads: loop(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct,
+                                                acc, tiny_c, c_emin, ez, F, max_scale, zb,
+                                                need_min, 4 * len(quads))
 
 
 @njit(cache=True, inline="always")
@@ -991,8 +1013,8 @@ def _block_arrays_ov(rt, w):
 
 @njit(parallel=True, cache=True)
 def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, step_emin,
-                step, has_out, outr, flush_in, max_scale, T, P, lo_min, lo_max, zb, need_min, MI,
-                W):
+                step, has_out, outr, flush_in, max_scale, T, quads, lo_min, lo_max, zb, need_min,
+                MI, W):
     """D (M, N) = the GEMM of AV, BV (values) and EA, EB (exponents, :func:`operand_codes`)
     from C (M, N) (kernel.matmul). C and D are float64; the running values (c of each block,
     each step's result) are of the dtype of the empty array ``rt``: float64, or float32 where
@@ -1004,13 +1026,16 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
     ``step``, ``outr``: (p, q_lo, max_finite, mode, tiny, big) of the step and output roundings
     (:func:`_round`). ``max_scale``: the largest exponent of a scale 2^-lsb the value dtype
     holds (float32: 126; a larger one only occurs when every product is zero). ``T``: products
-    whose cut values sum exactly in int32 (kernel._int32_terms). ``P``: 0, or how many products
-    the block set-up cuts in the same pass (:func:`_fused_first`; kernel._first_products).
+    whose cut values sum exactly in int32 (kernel._int32_terms). ``quads``: a tuple of P / 4 zeros, P
+    being 0 or how many products the block set-up cuts in the same pass (:func:`_fused_first`;
+    kernel._first_products); a tuple so that P is part of the kernel's type, and numba compiles
+    (and caches) for each profile the one loop it needs.
     ``lo_min``, ``lo_max``: the weight exponents whose step results need no range check
     (kernel._exact_weights), where the fused pass took the block.
     ``zb``: exponent sums below it
     are zero products (kernel._exponents). ``need_min``: e_zero can decide e_max
     (Profile.e_zero_inert)."""
+    P = 4 * len(quads)
     M, K = AV.shape
     N = BV.shape[1]
     nt, njb = _tiles(M, N, MI, W)
@@ -1052,7 +1077,7 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
                     fast = exact = False
                     if P:  # the set-up and the first P products in one pass
                         _first_products(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc,
-                                        tiny_c, c_emin, ez, F, max_scale, zb, need_min, P)
+                                        tiny_c, c_emin, ez, F, max_scale, zb, need_min, quads)
                         lo_lo, lo_hi = acc[w], acc[w + 1]  # (_fused_first)
                         fast = (lo_lo >= -126) and (lo_hi <= 127 - F)
                         exact = fast and (lo_lo >= lo_min) and (lo_hi <= lo_max)

@@ -608,7 +608,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     profile.c_entry == "last", fout.emin, fstep.emin, step_args, has_out,
                     out_args,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
-                    _int32_terms(profile), _first_products(profile, rt),
+                    _int32_terms(profile), (0,) * (_first_products(profile, rt) // 4),
                     *_exact_weights(profile, fstep), coding[2],
                     not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
