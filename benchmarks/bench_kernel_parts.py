@@ -12,7 +12,9 @@ where the kernel takes it (``_kernel_jit._fused_first``: float32 running values,
 else the set-up alone; the other cut products; and the rounding of the block result. Prints
 how many blocks the fused pass handed to the general set-up, seconds and shares, the sum, and
 the whole single-thread kernel beside it (the difference is the loop, slicing and call
-overhead; the GEMM itself runs on every core).
+overhead; the GEMM itself runs on every core). Where the kernel rounds the block in the fused
+pass as well (``kernel._rounds_in_pass``: the pass takes all of the block, the step rounds RZ
+or RNE), one more row times that pass, the one the kernel runs instead of the staged three.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ def main(argv=None) -> int:
     c_emin, F = fout.emin, p.frac_bits
     calls = n * (n // L) * max(1, n // W)  # rows x blocks x column tiles
     P = kernel._first_products(p, rt)
+    fin = kernel._rounds_in_pass(p, rt)
+    drop = 52 - (sp - 1)  # (as gemm_kernel passes them)
+    mask = ~((np.int64(1) << drop) - 1)
+    first = {4: J._fused_first4, 8: J._fused_first8, 16: J._fused_first16}.get(P)
     lo_min, lo_max = kernel._exact_weights(p, fstep)
 
     # arrays go in as arguments: numba treats arrays captured from the enclosing scope as
@@ -90,19 +96,24 @@ def main(argv=None) -> int:
     # the kernel runs each tile in a prange body, whose own scratch arrays let LLVM vectorise
     # the fused pass without overlap checks (_kernel_jit._fused_first; in a plain function
     # the loop stays scalar): so this step runs as one tile of a prange too
-    @njit(parallel=True)
-    def t_fused(reps, src, mx, mn, AV, BV):
-        general = checked = 0  # blocks set up again, blocks rounded with the check
-        for _ in prange(1):
-            lsb, sc = np.empty(w, np.int32), np.empty(w, np.float32)
-            ct, acc = np.empty(w, np.int32), np.zeros(w + 2, np.int32)
-            for r in range(reps):
-                J._fused_first(src, mx, mn, AV, BV, r % MI, (r // MI * L) % n, 0, w, lsb, sc,
-                               ct, acc, 0.0, c_emin, ez, F, 126, zb, need_min, P)
-                fast = acc[w] >= -126 and acc[w + 1] <= 127 - F  # as gemm_kernel decides
-                general += not fast
-                checked += not (fast and acc[w] >= lo_min and acc[w + 1] <= lo_max)
-        return general, checked
+    def fused(fin):
+        @njit(parallel=True)
+        def t_fused(reps, src, mx, mn, AV, BV):
+            general = checked = 0  # blocks set up again, blocks rounded with the check
+            for _ in prange(1):
+                lsb, sc = np.empty(w, np.int32), np.empty(w, np.float32)
+                ct, acc = np.empty(w, np.int32), np.zeros(w + 2, np.int32)
+                res = np.empty(w, np.float32)
+                for r in range(reps):
+                    first(src, mx, mn, AV, BV, r % MI, (r // MI * L) % n, 0, w, lsb, sc, ct,
+                          acc, 0.0, c_emin, ez, F, 126, zb, need_min, fin, res, drop, mask)
+                    fast = acc[w] >= -126 and acc[w + 1] <= 127 - F  # as gemm_kernel decides
+                    general += not fast
+                    checked += not (fast and acc[w] >= lo_min and acc[w + 1] <= lo_max)
+            return general, checked
+        return t_fused
+
+    t_fused = fused(())
 
     @njit
     def t_prep(reps, src, mx, mn):
@@ -152,6 +163,13 @@ def main(argv=None) -> int:
     t_round(calls, acc, ct, lsb, exact)
     secs.append(time.perf_counter() - t0)
     total = sum(secs)
+    one_pass = None
+    if fin:  # the kernel's pass: the set-up, the products and the rounding
+        t_one = fused(fin)
+        t_one(2, src, mx, mn, AV, BV)
+        t0 = time.perf_counter()
+        t_one(calls, src, mx, mn, AV, BV)
+        one_pass = time.perf_counter() - t0
     whole = np.zeros((n, n))
     kernel.matmul(A[:64, :L], B[:L, :64], whole[:64, :64], p, threads=1)  # compile
     t0 = time.perf_counter()
@@ -166,6 +184,10 @@ def main(argv=None) -> int:
     for (name, _, _), s in zip(parts, secs):
         print(f"{name:22s} {s:8.3f} {s / total:6.0%}")
     print(f"{'sum':22s} {total:8.3f}")
+    if one_pass is not None:
+        print(f"{'set-up .. rounding':22s} {one_pass:8.3f}  (the kernel's one pass; with the "
+              f"exponent range {secs[0] + one_pass:.3f}, {(secs[0] + one_pass) / total:.0%} of "
+              f"the sum)")
     print(f"{'whole kernel':22s} {whole_s:8.3f}  (kernel.matmul, one thread)")
     return 0
 

@@ -483,8 +483,11 @@ def test_float32_running_values(name, monkeypatch):
     through the chain, the smallest subnormal and the largest c, a row of A that is all zero
     (so the cut scale of a tiny c, 2^(F + 126), lies beyond float32's range and is applied in
     two steps), and wide exponents (fp16 outputs overflow mid-chain). Bitwise equal to the
-    numpy engine, to the kernel without its fused pass (the general set-up for every block)
-    and to the kernel's float64 path."""
+    numpy engine, to the kernel whose fused pass leaves the rounding to a pass of its own (these
+    four presets round in the fused pass, RZ or RNE: the blocks it cannot round exactly are set
+    up again from c, which in the second k-chunk is the output row it writes), to the kernel
+    without its fused pass (the general set-up for every block) and to the kernel's float64
+    path."""
     p = PRESETS[name]
     fa, fb, fc = _operand_format(p), _b_format(p), resolve_format(p.out_format)
     rng = np.random.default_rng(_seed(name, 7))
@@ -501,6 +504,10 @@ def test_float32_running_values(name, monkeypatch):
     if fc.has_inf:
         assert got[2, 5] == np.inf and got[3, 6] == -np.inf
     assert kernel._first_products(p, np.float32) > 0  # the fused pass took ordinary blocks
+    fin = {"RZ": (0,), "RNE": (0, 0)}[p.step_rounding[1]]
+    assert kernel._rounds_in_pass(p, np.float32) == fin  # and rounded the block there
+    monkeypatch.setattr(kernel, "_rounds_in_pass", lambda *args: ())
+    _assert_same(kernel.matmul(*prepare(A, B, C, p)[:3], p, **TILE), got, "rounding pass")
     monkeypatch.setattr(kernel, "_first_products", lambda *args: 0)
     _assert_same(kernel.matmul(*prepare(A, B, C, p)[:3], p, **TILE), got, "general set-up")
     monkeypatch.setattr(kernel, "_run32", lambda *args: False)

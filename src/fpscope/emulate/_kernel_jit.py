@@ -380,62 +380,79 @@ def _fused_first(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_
     Inlined into the kernel, where LLVM sees that the arrays it writes are the kernel's own
     and so vectorises the loop without run-time overlap checks (called through a function
     of its own, the loop stayed scalar). ``need_min`` is tested per element here (a select),
-    so that there is one copy per P."""
+    so that there is one copy per P. (The kernel may also round the block in the pass:
+    :func:`_fused_loop`'s ``fin``; here it does not.)"""
     if P == 4:
         _fused_first4(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
-                      max_scale, zb, need_min, P)
+                      max_scale, zb, need_min, (), sc, 0, 0)
     elif P == 8:
         _fused_first8(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
-                      max_scale, zb, need_min, P)
+                      max_scale, zb, need_min, (), sc, 0, 0)
     else:
         _fused_first16(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
-                       F, max_scale, zb, need_min, P)
+                       F, max_scale, zb, need_min, (), sc, 0, 0)
 
 
 @njit(cache=True, inline="always")
 def _fused_first4(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
-                  max_scale, zb, need_min, P):
-    """:func:`_fused_first` for P = 4."""
+                  max_scale, zb, need_min, fin, res, drop, mask):
+    """:func:`_fused_first` for P = 4 (``fin`` ... ``mask``: :func:`_fused_loop`)."""
     _fused_loop(src, mx, mn, (_four(AV, BV, i, kb, j0, w),), w, lsb, sc, ct, acc, tiny_c,
-                c_emin, ez, F, max_scale, zb, need_min)
+                c_emin, ez, F, max_scale, zb, need_min, fin, res, drop, mask)
 
 
 @njit(cache=True, inline="always")
 def _fused_first8(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
-                  max_scale, zb, need_min, P):
+                  max_scale, zb, need_min, fin, res, drop, mask):
     """:func:`_fused_first` for P = 8."""
     qs = (_four(AV, BV, i, kb, j0, w), _four(AV, BV, i, kb + 4, j0, w))
     _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale, zb,
-                need_min)
+                need_min, fin, res, drop, mask)
 
 
 @njit(cache=True, inline="always")
 def _fused_first16(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
-                   max_scale, zb, need_min, P):
+                   max_scale, zb, need_min, fin, res, drop, mask):
     """:func:`_fused_first` for P = 16."""
     qs = (_four(AV, BV, i, kb, j0, w), _four(AV, BV, i, kb + 4, j0, w),
           _four(AV, BV, i, kb + 8, j0, w), _four(AV, BV, i, kb + 12, j0, w))
     _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale, zb,
-                need_min)
+                need_min, fin, res, drop, mask)
 
 
 @njit(cache=True, inline="always")
 def _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max_scale, zb,
-                need_min):
+                need_min, fin, res, drop, mask):
     """:func:`_fused_first`'s loop over j for the products of ``qs``, a tuple of
-    :func:`_four` (one loop per tuple length, which LLVM unrolls)."""
+    :func:`_four` (one loop per tuple length, which LLVM unrolls).
+
+    ``fin`` (a tuple whose length is a constant of the compiled loop): () stores the block
+    (lsb, sc, ct, acc) for the rest of the set-up, as :func:`_fused_first` says; (0,) and
+    (0, 0), where the block has no other products, round it in the same pass instead, RZ and
+    RNE (:func:`_bit_round` with ``drop``, ``mask``, unchecked as in :func:`_finish` with
+    ``exact``), into ``res``, a buffer of the kernel's own (written through a pointer that may
+    be the running values, src, the loop would need overlap checks and stay scalar). The
+    result holds where the caller finds the block exact (acc[w], acc[w + 1]); else it sets
+    the block up again on the general path, from src, which this loop never writes."""
     lo_lo = np.int32(1 << 30)
     lo_hi = np.int32(-(1 << 30))
     for j in range(w):
         lo, s, cv, _ = _setup32(src, mx, mn, j, tiny_c, c_emin, ez, F, max_scale, 0, zb,
                                 need_min, False)
-        lsb[j] = lo
-        sc[j] = s
-        ct[j] = cv
         total = np.int32(0)
         for q in qs:
             total += _cut4(q, j, s, 0)
-        acc[j] = total
+        # (int32 again: numba widens int32 sums to int64, and the store to acc narrowed them;
+        # without it the rounding below would make LLVM sum the products in int64)
+        total = np.int32(total)
+        if len(fin) == 0:
+            lsb[j] = lo
+            sc[j] = s
+            ct[j] = cv
+            acc[j] = total
+        else:
+            res[j] = _bit_round((np.float64(total) + np.float64(cv)) * _pow2(lo),
+                                2 - len(fin), drop, mask)
         lo_lo = min(lo_lo, lo)
         lo_hi = max(lo_hi, lo)
     acc[w] = lo_lo
@@ -443,23 +460,24 @@ def _fused_loop(src, mx, mn, qs, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F, max
 
 
 def _first_products(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez,
-                    F, max_scale, zb, need_min, quads):
-    """:func:`_fused_first` with P = 4 * len(quads) where the running values are float32;
-    nothing where they are float64 (the kernel then passes no quads and never calls it). An
-    overload, so that the kernel compiles only the loop of its P."""
+                    F, max_scale, zb, need_min, quads, fin, res, drop, mask):
+    """:func:`_fused_first` with P = 4 * len(quads) where the running values are float32, and
+    the block rounded in the same pass where ``fin`` says so (:func:`_fused_loop`); nothing
+    where they are float64 (the kernel then passes no quads and never calls it). An overload,
+    so that the kernel compiles only the loop of its P and ``fin``."""
 
 
 @overload(_first_products, inline="always")
 def _first_products_ov(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin,
-                       ez, F, max_scale, zb, need_min, quads):
+                       ez, F, max_scale, zb, need_min, quads, fin, res, drop, mask):
     loop = {1: _fused_first4, 2: _fused_first8, 4: _fused_first16}.get(len(quads.types))
     if src.dtype != types.float32 or loop is None:
         return lambda src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, \
-            F, max_scale, zb, need_min, quads: None
+            F, max_scale, zb, need_min, quads, fin, res, drop, mask: None
     return lambda src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, \
-        F, max_scale, zb, need_min, quads: loop(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct,
-                                                acc, tiny_c, c_emin, ez, F, max_scale, zb,
-                                                need_min, 4 * len(quads))
+        F, max_scale, zb, need_min, quads, fin, res, drop, mask: loop(
+            src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc, tiny_c, c_emin, ez, F,
+            max_scale, zb, need_min, fin, res, drop, mask)
 
 
 @njit(cache=True, inline="always")
@@ -1013,8 +1031,8 @@ def _block_arrays_ov(rt, w):
 
 @njit(parallel=True, cache=True)
 def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, step_emin,
-                step, has_out, outr, flush_in, max_scale, T, quads, lo_min, lo_max, zb, need_min,
-                MI, W):
+                step, has_out, outr, flush_in, max_scale, T, quads, fin, lo_min, lo_max, zb,
+                need_min, MI, W):
     """D (M, N) = the GEMM of AV, BV (values) and EA, EB (exponents, :func:`operand_codes`)
     from C (M, N) (kernel.matmul). C and D are float64; the running values (c of each block,
     each step's result) are of the dtype of the empty array ``rt``: float64, or float32 where
@@ -1029,7 +1047,9 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
     whose cut values sum exactly in int32 (kernel._int32_terms). ``quads``: a tuple of P / 4 zeros, P
     being 0 or how many products the block set-up cuts in the same pass (:func:`_fused_first`;
     kernel._first_products); a tuple so that P is part of the kernel's type, and numba compiles
-    (and caches) for each profile the one loop it needs.
+    (and caches) for each profile the one loop it needs. ``fin``: () or, where the fused pass
+    takes the whole block (P = L) and the step rounds RZ or RNE, a tuple of 1 or 2 zeros: the
+    pass rounds the block too (:func:`_fused_loop`; kernel._rounds_in_pass).
     ``lo_min``, ``lo_max``: the weight exponents whose step results need no range check
     (kernel._exact_weights), where the fused pass took the block.
     ``zb``: exponent sums below it
@@ -1042,6 +1062,8 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
     S = k // L
     sp, sq, smf, smode, stiny, sbig = step
     op, oq, omf, omode, otiny, obig = outr
+    drop = 52 - (sp - 1)  # (_bit_round's, for the step rounding in the fused pass)
+    mask = ~((np.int64(1) << drop) - 1)
     tiny_out = 2.0 ** out_emin if flush_in else 0.0  # c below this is read as zero
     tiny_step = 2.0 ** step_emin if flush_in else 0.0
     for t in prange(nt):
@@ -1051,6 +1073,7 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
         sc = np.empty(w, AV.dtype)
         acc = np.zeros(w + 2, np.int32)  # acc[w:]: _prepare_loop32's, _fused_first's counts
         run = np.empty(w, rt.dtype)
+        res = np.empty(w, rt.dtype)  # the block results of the fused pass (fin)
         keep = np.empty(w, rt.dtype)  # the c of a block that has a NaN or Inf c (float32 run)
         ct, lsb = _block_arrays(rt, w)
         zw = np.zeros(w, rt.dtype)
@@ -1075,12 +1098,20 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
                     else:
                         _exponent_range(EA, EB, i, kb, L, j0, w, mx, mn, False)
                     fast = exact = False
+                    dst = drow if (direct and s == S - 1) else run
                     if P:  # the set-up and the first P products in one pass
                         _first_products(src, mx, mn, AV, BV, i, kb, j0, w, lsb, sc, ct, acc,
-                                        tiny_c, c_emin, ez, F, max_scale, zb, need_min, quads)
+                                        tiny_c, c_emin, ez, F, max_scale, zb, need_min, quads,
+                                        fin, res, drop, mask)
                         lo_lo, lo_hi = acc[w], acc[w + 1]  # (_fused_first)
                         fast = (lo_lo >= -126) and (lo_hi <= 127 - F)
                         exact = fast and (lo_lo >= lo_min) and (lo_hi <= lo_max)
+                        if len(fin):  # the pass rounded the block: done where it is exact
+                            if exact:
+                                for j in range(w):
+                                    dst[j] = res[j]
+                                continue
+                            fast = False  # it stored no set-up: the general one
                     if not fast:  # the general set-up
                         _prepare_block(src, mx, mn, lsb, sc, ct, acc, w, tiny_c, c_emin, ez,
                                        F, max_scale, align, zb, need_min)
@@ -1099,7 +1130,6 @@ def gemm_kernel(AV, EA, BV, EB, C, D, rt, k, L, F, align, ez, c_last, out_emin, 
                         _cut_products(AV, BV, i, kb + pos, n, j0, w, sc, acc, align)
                         pos += n
                         used += n
-                    dst = drow if (direct and s == S - 1) else run
                     _finish(dst, acc, ct, lsb, w, sp, sq, smf, smode, stiny, sbig, exact)
                     if nonfinite:  # a NaN or Inf c is carried
                         for j in range(w):

@@ -35,7 +35,8 @@ Same arithmetic, same bits, as :mod:`fpscope.emulate.vectorized` (and so as the 
   NaN in C, whose payload float64 carries unchanged); the block set-up then works on 16 lanes
   (``_kernel_jit._prepare_loop32``) instead of float64's 8, and with truncation it cuts the
   block's first products in the same pass (``_kernel_jit._fused_first``,
-  :func:`_first_products`). Each tile keeps its running values in a buffer of their own: C is
+  :func:`_first_products`) and, where those are all of the block's, rounds it there too
+  (:func:`_rounds_in_pass`). Each tile keeps its running values in a buffer of their own: C is
   read into it and D written from it, never converted whole. A NaN or Inf c is carried.
 * Block scales (MX: ``scale_format`` on the fused node) are folded into the operands
   (:func:`_scaled_codes`): the value ``x * s`` and the leading exponent ``e_x + e_s``, as
@@ -251,6 +252,17 @@ def _first_products(profile: Profile, rt) -> int:
         return 0
     most = min(profile.block_size, _int32_terms(profile))
     return next((P for P in (16, 8, 4) if P <= most), 0)
+
+
+def _rounds_in_pass(profile: Profile, rt) -> tuple:
+    """``fin`` of ``_kernel_jit.gemm_kernel``: (0,) (RZ) or (0, 0) (RNE) where the fused pass
+    takes the whole block (:func:`_first_products` is the block size) and the step rounds RZ or
+    RNE, so that the pass rounds the block as well (``_kernel_jit._fused_loop``: the block's
+    sums never leave registers); else () (the rounding is a pass of its own,
+    ``_kernel_jit._finish``)."""
+    if _first_products(profile, rt) != profile.block_size:
+        return ()
+    return {"RZ": (0,), "RNE": (0, 0)}.get(profile.step_rounding[1], ())
 
 
 def _exact_weights(profile: Profile, fstep: Format) -> tuple[int, int]:
@@ -609,6 +621,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
                     out_args,
                     profile.flush_inputs, 126 if vt == np.float32 else 1000,
                     _int32_terms(profile), (0,) * (_first_products(profile, rt) // 4),
+                    _rounds_in_pass(profile, rt),
                     *_exact_weights(profile, fstep), coding[2],
                     not profile.e_zero_inert,
                     max(1, rows), max(1, cols))
