@@ -1,9 +1,15 @@
 """numba set-up shared by fpscope's numba modules (``fpscope._formats_jit``,
 ``fpscope.emulate._kernel_jit``): each calls :func:`prefer_wide_vectors` when it is imported,
 so that it takes effect before the first of them compiles or loads any code (numba reads its
-CPU features once per process)."""
+CPU features once per process); the GEMM kernels are compiled apart from the process that
+runs them (:func:`load_compiled`)."""
 
 from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
 
 
 def prefer_wide_vectors() -> None:
@@ -35,4 +41,49 @@ def prefer_wide_vectors() -> None:
         if feats.get("avx512f"):
             cfg.CPU_FEATURES = feats.flatten() + ",-prefer-256-bit"
     except Exception:  # noqa: BLE001 - a numba/llvmlite without these internals: leave it be
+        return
+
+
+#: The child of :func:`load_compiled`: compiles one signature of one dispatcher, which writes it
+#: to numba's cache (the functions it is used for have ``cache=True``).
+_CHILD = """
+import pickle, sys
+from importlib import import_module
+module, name, sig = pickle.load(sys.stdin.buffer)
+getattr(import_module(module), name).compile(sig)
+"""
+
+
+def load_compiled(dispatcher, args) -> None:
+    """Before ``dispatcher(*args)`` (a ``parallel=True, cache=True`` numba function): where
+    neither this process nor numba's cache holds its code for these argument types, compile it
+    in a child Python process, which writes the cache, so that the call loads it from there.
+
+    Why: numba's parallel code runs several times slower in the process that compiled it than
+    the same function loaded from the cache (numba issue #10617; the GEMM kernel on 1024^3 took
+    5-6x as long in the compiling process here: ``python benchmarks/bench_compile.py
+    --in-process``), and code once loaded keeps its symbols for the process's life. The child
+    gets the same environment and numba CPU name and features (the cache key), and the same
+    signature (pickled numba types on its stdin, never written to disk). Anything unexpected
+    (no cache, a child that fails, numba internals that moved: ``Dispatcher._cache``,
+    ``Cache._index_key``) leaves the call to compile in this process, as numba always does;
+    ``FPSCOPE_COMPILE_APART=0`` in the environment asks for that. Errors: none raised."""
+    if os.environ.get("FPSCOPE_COMPILE_APART", "1") == "0":
+        return
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        if sig in dispatcher.overloads:
+            return
+        cache = dispatcher._cache
+        codegen = dispatcher.targetctx.codegen()
+        key = cache._index_key(sig, codegen)
+        if key in cache._cache_file._load_index():
+            return
+        _, cpu, features = codegen.magic_tuple()
+        env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features)
+        fn = dispatcher.py_func
+        subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                       input=pickle.dumps((fn.__module__, fn.__qualname__, sig)), check=True,
+                       timeout=3600)
+    except Exception:  # noqa: BLE001 - the call compiles in this process instead
         return

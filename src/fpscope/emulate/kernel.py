@@ -56,7 +56,9 @@ Loops: tiles of ``rows`` rows of A by ``cols`` columns of B run in parallel (num
 the first k-chunk reads C, the later ones the running D (C is not copied into D); inside a tile,
 each k-chunk of B (k x cols values and exponents) stays in cache while every row of the tile
 runs its instruction; the innermost loops run over the tile's columns, contiguous in memory, so
-they compile to SIMD code. Compilation is cached on disk (``cache=True``).
+they compile to SIMD code. Compilation is cached on disk (``cache=True``), and the loops are
+compiled in a child process and loaded from that cache (:func:`_call`: numba's parallel code
+can run several times slower in the process that compiled it).
 """
 
 from __future__ import annotations
@@ -84,6 +86,17 @@ _OTHER_NODE_FIELDS = frozenset(("node", "input_zero_sign", "frac_bits2", "alignm
 _MODES = {m: i for i, m in enumerate(ROUNDING_MODES)}
 _ALIGN = {"truncate": 0, "floor": 1, "nearest": 2}  # the loops' alignment codes
 _NONE = -(1 << 30)  # "no exponent yet" in the e_max computation
+
+
+def _call(kernel_fn, *args) -> None:
+    """``kernel_fn(*args)`` (a parallel GEMM loop of ``_kernel_jit``) on code loaded from numba's
+    cache, compiled in a child process where the cache lacks it
+    (``fpscope._numba_setup.load_compiled``: code compiled in this process would run several
+    times slower here)."""
+    from .._numba_setup import load_compiled
+
+    load_compiled(kernel_fn, args)
+    kernel_fn(*args)
 
 
 def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | None = None,
@@ -403,7 +416,7 @@ def _pairwise(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     fout, _, step_args, has_out, out_args = _roundings(profile)
     D = np.empty(C.shape)
     with _threads(threads):
-        pairwise_kernel(np.ascontiguousarray(A), np.ascontiguousarray(B),
+        _call(pairwise_kernel, np.ascontiguousarray(A), np.ascontiguousarray(B),
                         np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
                         step_args, not profile.neg_zero_to_pos, _c_tiny(profile)(fout),
                         positive, has_out, out_args, max(1, rows), max(1, cols))
@@ -440,7 +453,7 @@ def _two_stage(A, B, C, profile: Profile, rows: int, cols: int, threads: int | N
 
     D = np.empty(C.shape)
     with _threads(threads):
-        two_stage_kernel(
+        _call(two_stage_kernel,
             DA.S, DA.e.astype(np.int32), DA.neg, DB.S, DB.e.astype(np.int32), DB.neg,
             np.ascontiguousarray(C, dtype=np.float64), D, k, profile.block_size,
             profile.product_groups, profile.frac_bits, profile.frac_bits2,
@@ -473,7 +486,7 @@ def _grouped(A, B, C, profile: Profile, rows: int, cols: int, threads: int | Non
     tiny = _c_tiny(profile)
     D = np.empty(C.shape)
     with _threads(threads):
-        grouped_kernel(
+        _call(grouped_kernel,
             DA.S, DA.e.astype(np.int32), NA, DB.S, DB.e.astype(np.int32), NB,
             QA.S, QA.e.astype(np.int32), QB.S, QB.e.astype(np.int32),
             np.ascontiguousarray(C, dtype=np.float64), D, profile.k, profile.block_size,
@@ -511,7 +524,7 @@ def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     tiny = _c_tiny(profile)
     D = np.empty(C.shape)
     with _threads(threads):
-        lossless_kernel(*ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
+        _call(lossless_kernel, *ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
                         profile.block_size, (tiny(fout), positive), (tiny(fstep), False),
                         profile.e_zero is None, step_args, not profile.neg_zero_to_pos, has_out,
                         out_args, max(1, rows), max(1, cols))
@@ -615,7 +628,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         # carries its payload bits unchanged
         rt = np.float32 if _run32(profile, vt) and not np.isnan(C).any() else np.float64
         D = np.empty(C.shape)  # the kernel's first k-chunk reads C
-        gemm_kernel(AV, EA, BV, EB, C, D, np.empty(0, rt),
+        _call(gemm_kernel, AV, EA, BV, EB, C, D, np.empty(0, rt),
                     k, profile.block_size, profile.frac_bits, align, ez,
                     profile.c_entry == "last", fout.emin, fstep.emin, step_args, has_out,
                     out_args,
