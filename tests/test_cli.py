@@ -439,9 +439,20 @@ def test_subprocess_errors_one_line(tmp_path, user_dir, args, code, fragment):
 
 
 def test_sweep_bad_value_gets_an_error_row(capsys):
+    """The sweep goes on past a bad value, says that value failed and exits 2 (bad input), as
+    a reveal of that value alone would (it exited 0 once, with "does not change")."""
     code, out, err = cli(capsys, "reveal", "numpy.sum", "--sweep", "n=0,4", "--samples", "5")
-    assert code == 0, err
-    assert "at least 1" in flat(out) and "does not change" in flat(out)
+    assert code == 2, err
+    text = flat(out)
+    assert "at least 1" in text and "among the 1 values revealed (1 failed)" in text
+
+
+def test_sweep_of_failed_checks_exits_1_and_concludes_nothing(tmp_path, user_dir):
+    r = cli_subprocess("reveal", f"{USER_MODULE}:shuffled", "--sweep", "n=16,32", "--samples",
+                       "3", cwd=tmp_path, env_extra={"PYTHONPATH": str(user_dir)})
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    text = " ".join(r.stdout.split())
+    assert "no value of n was revealed" in text and "does not change" not in text
 
 
 def test_verify_refuses_bad_samples_and_sweep_records(capsys, tmp_path):

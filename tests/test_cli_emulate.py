@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fpscope.cli import main
-from fpscope.emulate import reference
+from fpscope.emulate import output_bits, reference
 from fpscope.profile import PRESETS
 
 
@@ -227,3 +227,41 @@ def test_emulate_progress_bar(capsys, monkeypatch, tmp_path):
                        "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy", "--quiet")
     assert code == 0 and "emulating" not in err, err
     assert np.load(tmp_path / "D.npy").shape == (130, 3)
+
+
+@pytest.mark.parametrize("name,uint", [("hopper-fp16", np.uint32),
+                                       ("hopper-fp16-fp16out", np.uint16)])
+def test_emulate_writes_the_profiles_nan_bits(capsys, tmp_path, name, uint):
+    """A NaN output is written as the profile's nan_bits (the H100's 0x7FFFFFFF, 0x7FFF), as
+    emulate.output_bits gives it; numpy's cast of the float64 result would write its own
+    canonical NaN (0x7FC00000, 0x7E00). Finite outputs keep their values."""
+    p = PRESETS[name]
+    A = np.ones((2, 16), np.float16)
+    A[0, 3] = np.nan
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", np.ones((16, 2), np.float16))
+    code, _, err = cli(capsys, "emulate", "--profile", name, "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert code == 0, err
+    D = np.load(tmp_path / "D.npy")
+    assert D.view(uint)[0].tolist() == [p.nan_bits] * 2 == [output_bits(np.nan, p)] * 2
+    assert D[1].tolist() == [16.0, 16.0]
+
+
+def test_profile_files_with_impossible_values_are_refused(capsys, tmp_path):
+    """Negative kept bits and a NaN pattern wider than the output format are errors (they ran
+    before: F = -3 gave all-zero outputs)."""
+    np.save(tmp_path / "A.npy", np.ones((1, 16), np.float16))
+    np.save(tmp_path / "B.npy", np.ones((16, 1), np.float16))
+    for field, value, fragment in (("frac_bits", -3, "at least 0"),
+                                   ("nan_bits", -5, "32-bit pattern"),
+                                   ("nan_bits", 0x7F800000, "NaN"),
+                                   ("nan_bits", 2 ** 40, "32-bit pattern")):
+        doc = json.loads(PRESETS["hopper-fp16"].to_json())
+        doc[field] = value
+        prof = tmp_path / f"{field}{value}.json"
+        prof.write_text(json.dumps(doc))
+        code, _, err = cli(capsys, "emulate", "--profile", prof, "--a", tmp_path / "A.npy",
+                           "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+        assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "D.npy").exists()

@@ -468,15 +468,18 @@ def cmd_sweep(args) -> int:
                      summaries={k: summarize(t) for k, t in res.trees.items()})
     if args.record:
         write_record(rec, args.record, overwrite=args.force)
+    # exit as a single reveal would for its worst value: 2 bad input, 1 a failed check
+    failures = {row.get("failure") for row in res.rows if row["error"]}
+    code = 2 if "input" in failures else 1 if failures else 0
     if args.format == "json":
         _emit(dumps(rec), args)
-        return 0
+        return code
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             _sweep_text(Console(file=fh, width=120), res, name, args.target)
     else:
         _sweep_text(_console(), res, name, args.target)
-    return 0
+    return code
 
 
 def _sweep_text(console, res, name: str, target: str) -> None:
@@ -493,8 +496,15 @@ def _sweep_text(console, res, name: str, target: str) -> None:
     console.print(table)
     for tid, tree in res.trees.items():
         console.print(f"[bold]{tid}[/bold]: {escape(summarize(tree))}", highlight=False)
+    failed = sum(1 for row in res.rows if row["error"])
     if res.changes:
         console.print("tree changes between " + ", ".join(f"{a} -> {b}" for a, b in res.changes),
+                      highlight=False)
+    elif failed == len(res.rows):
+        console.print(f"no value of {name} was revealed", highlight=False)
+    elif failed:
+        console.print(f"the tree does not change with {name} among the "
+                      f"{len(res.rows) - failed} values revealed ({failed} failed)",
                       highlight=False)
     else:
         console.print(f"the tree does not change with {name}", highlight=False)
@@ -860,8 +870,12 @@ def cmd_emulate(args) -> int:
     out_name = args.out_format or profile.out_format
     dtype = {"fp32": np.float32, "fp16": np.float16, "bf16": np.float32}.get(out_name,
                                                                               np.float64)
+    Dout = D.astype(dtype)  # D holds values of the output format: the cast is exact
+    uint = {np.float32: np.uint32, np.float16: np.uint16}.get(dtype)
+    if out_name == profile.out_format and out_name in ("fp32", "fp16") and uint is not None:
+        Dout.view(uint)[np.isnan(D)] = profile.nan_bits  # the float64 D carries no NaN bits
     with open(out, "wb") as fh:
-        np.save(fh, D.astype(dtype))  # D holds values of the output format: the cast is exact
+        np.save(fh, Dout)
     if profile.status != "validated":
         print(f"fpscope: note: profile {profile.name} is experimental (not validated on hardware)",
               file=sys.stderr)

@@ -47,7 +47,9 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from .formats import ROUNDING_MODES, Format, get_format
+import numpy as np
+
+from .formats import ROUNDING_MODES, Format, decode, get_format
 
 SCHEMA = "fpscope.profile/1"
 
@@ -108,7 +110,9 @@ class Profile:
             the order ``k_order``, then c (``c_entry`` "last"), each rounded RNE to fp16.
         flush_inputs: subnormal a, b, c are read as zero.
         flush_outputs: subnormal step results become zero.
-        nan_bits: canonical NaN bit pattern of the output format.
+        nan_bits: canonical NaN bit pattern of the output format (None: the positive NaN with
+            every fraction bit set, 0x7FFFFFFF for fp32 and 0x7FFF for fp16, the recorded
+            H100 / A100 / Ada / V100 patterns); at most the format's width.
         neg_zero_to_pos: a -0 result is returned as +0.
         operand_conversion: how fp32 operands not representable in a tf32 in_format are reduced
             ("truncate" or "round" = nearest, ties away); None for other input formats.
@@ -230,7 +234,7 @@ class Profile:
     output_rounding: tuple | None = None
     flush_inputs: bool = False
     flush_outputs: bool = False
-    nan_bits: int = 0x7FFFFFFF
+    nan_bits: int | None = None
     neg_zero_to_pos: bool = True
     operand_conversion: str | None = None
     k_order: tuple | None = None
@@ -269,10 +273,21 @@ class Profile:
                                  f"{self.b_format!r}")
             if resolve_format(self.b_format) == fa:
                 object.__setattr__(self, "b_format", None)  # one spelling of "same format"
+        width = resolve_format(self.out_format).bits
+        if self.nan_bits is None:
+            object.__setattr__(self, "nan_bits", (1 << (width - 1)) - 1)
         for f in ("block_size", "k", "frac_bits", "nan_bits"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise ValueError(f"{f} must be an integer, not {v!r}")
+        if self.frac_bits < 0:
+            raise ValueError(f"frac_bits (kept fraction bits F) must be at least 0, not "
+                             f"{self.frac_bits}")
+        fout = resolve_format(self.out_format)
+        if not 0 <= self.nan_bits < 1 << width or (
+                fout.has_nan and not np.isnan(decode([self.nan_bits], fout)[0])):
+            raise ValueError(f"nan_bits must be a NaN's {width}-bit pattern in "
+                             f"{self.out_format}, not {self.nan_bits!r}")
         if self.block_size < 1 or self.k < 1 or self.k % self.block_size:
             raise ValueError(f"k ({self.k}) must be a positive multiple of block_size "
                              f"({self.block_size})")
@@ -448,6 +463,10 @@ class Profile:
                                      for c in c_formats)
 
     def replace(self, **changes) -> "Profile":
+        """A copy with ``changes``; a new out_format without a nan_bits of its own takes its
+        format's default NaN (nan_bits is a pattern of the output format)."""
+        if changes.get("out_format", self.out_format) != self.out_format:
+            changes.setdefault("nan_bits", None)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:

@@ -73,7 +73,9 @@ def sweep(
 
     Returns:
         SweepResult. A value whose target cannot be built or whose reveal fails a check gets
-        ``tree_id`` None and the one-line reason in ``error``; the sweep goes on.
+        ``tree_id`` None, the one-line reason in ``error`` and in ``failure`` "input" (the
+        target cannot be built or run, or n is too large for its accumulator) or "check" (a
+        reveal check failed); the sweep goes on.
     """
     res = SweepResult(parameter)
     ids: dict[SumTree, str] = {}
@@ -84,13 +86,15 @@ def sweep(
         try:
             target = build(v)
         except TargetError as exc:
-            row["error"] = str(exc)
+            row["error"], row["failure"] = str(exc), "input"
             res.rows.append(row)
             continue
         try:
             r = reveal(target, **reveal_kwargs)
         except (RevealError, TargetError) as exc:
             row["error"] = str(exc)
+            row["failure"] = ("check" if isinstance(exc, RevealError) and exc.kind != "units"
+                              else "input")
         else:
             tid = ids.get(r.tree)
             if tid is None:

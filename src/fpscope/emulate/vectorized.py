@@ -85,13 +85,13 @@ def check_exact(profile: Profile) -> None:
         if (fa.p + fb.p > 53 or fs.p > 51 or fa.emax + fb.emax + 2 > 1023
                 or fa.emin - fa.p + fb.emin - fb.p < -1020):
             raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products or {fs.name} sums "
-                             f"are not exact in float64 (use the reference engine)")
+                             f"are not exact in float64 (fpscope.emulate.reference.fdpa computes it, one dot product at a time)")
         return
     if profile.node == "two-stage":
         L, F, F2 = profile.block_size, profile.frac_bits, profile.frac_bits2
         if F + 3 + math.log2(L) > 62 or F2 + 4 + math.log2(L) > 62 or F2 + 2 > 53:
             raise ValueError(f"{profile.name}: F = {F}, F2 = {F2} with L = {L}: the two-stage "
-                             f"sums do not fit int64 / float64 (use the reference engine)")
+                             f"sums do not fit int64 / float64 (fpscope.emulate.reference.fdpa computes it, one dot product at a time)")
         if fa.p + fb.p > 62:
             raise ValueError(f"{profile.name}: {fa.name} x {fb.name} products do not fit int64")
         return
@@ -105,7 +105,7 @@ def check_exact(profile: Profile) -> None:
         span = fa.emax + fb.emax + 2 + math.log2(G) - (fa.emin - fa.p + 1 + fb.emin - fb.p + 1)
         if F + top + math.log2(L // G + 1) > 53 or span + 2 * sbits > 62:
             raise ValueError(f"{profile.name}: the grouped node's sums of {fa.name} x {fb.name} "
-                             f"products do not fit int64 / float64 (use the reference engine)")
+                             f"products do not fit int64 / float64 (fpscope.emulate.reference.fdpa computes it, one dot product at a time)")
         return
     ib = 2 + (2 if sbits else 0)  # integer bits of a (scaled) product significand
     bits = profile.frac_bits + ib + math.log2(profile.block_size + 1)
