@@ -40,3 +40,22 @@ def test_the_gemm_loop_is_compiled_in_a_child_and_loaded_from_the_cache(tmp_path
     assert _run(tmp_path, "in-process", FPSCOPE_COMPILE_APART="0") == (0, 1, k)
     # a child that cannot run: the call compiles in this process, as numba does
     assert _run(tmp_path, "failing-child") == (0, 1, k)
+
+
+def test_the_child_imports_the_callers_fpscope(tmp_path):
+    """A caller that imports a copy of fpscope from a folder it put on sys.path (a checkout in
+    front of the installed package): the child imports that copy too, so the cache entry it
+    writes is the one the caller looks up (with the installed package instead, the caller
+    compiled the loop itself: 0 hits, 1 miss)."""
+    import shutil
+
+    import fpscope
+
+    shutil.copytree(os.path.dirname(fpscope.__file__), tmp_path / "copy" / "fpscope",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    script = f"import sys; sys.path.insert(0, {str(tmp_path / 'copy')!r})\n" + SCRIPT + (
+        "\nimport fpscope; assert fpscope.__file__.startswith(sys.path[0]), fpscope.__file__\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", script, "apart"], env=env, capture_output=True,
+                         text=True, check=True, timeout=900)
+    assert out.stdout.split()[:2] == ["1", "0"], out.stdout

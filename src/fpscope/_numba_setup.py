@@ -63,8 +63,8 @@ def load_compiled(dispatcher, args) -> None:
     the same function loaded from the cache (numba issue #10617; the GEMM kernel on 1024^3 took
     5-6x as long in the compiling process here: ``python benchmarks/bench_compile.py
     --in-process``), and code once loaded keeps its symbols for the process's life. The child
-    gets the same environment and numba CPU name and features (the cache key), and the same
-    signature (pickled numba types on its stdin, never written to disk). Anything unexpected
+    gets the same environment, import path and numba CPU name and features (the cache key),
+    and the same signature (pickled numba types on its stdin, never written to disk). Anything unexpected
     (no cache, a child that fails, numba internals that moved: ``Dispatcher._cache``,
     ``Cache._index_key``) leaves the call to compile in this process, as numba always does;
     ``FPSCOPE_COMPILE_APART=0`` in the environment asks for that. Errors: none raised."""
@@ -80,7 +80,10 @@ def load_compiled(dispatcher, args) -> None:
         if key in cache._cache_file._load_index():
             return
         _, cpu, features = codegen.magic_tuple()
-        env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features)
+        # the same modules as here: this process's import path (fpscope may come from a folder
+        # put on sys.path at run time) and numba's CPU settings
+        env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features,
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         fn = dispatcher.py_func
         subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
                        input=pickle.dumps((fn.__module__, fn.__qualname__, sig)), check=True,
