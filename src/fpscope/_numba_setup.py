@@ -64,10 +64,11 @@ def load_compiled(dispatcher, args) -> None:
     5-6x as long in the compiling process here: ``python benchmarks/bench_compile.py
     --in-process``), and code once loaded keeps its symbols for the process's life. The child
     gets the same environment, import path and numba CPU name and features (the cache key),
-    and the same signature (pickled numba types on its stdin, never written to disk). Anything unexpected
-    (no cache, a child that fails, numba internals that moved: ``Dispatcher._cache``,
-    ``Cache._index_key``) leaves the call to compile in this process, as numba always does;
-    ``FPSCOPE_COMPILE_APART=0`` in the environment asks for that. Errors: none raised."""
+    and the same signature (pickled numba types on its stdin, never written to disk).
+    Anything unexpected (no cache, a child that fails, numba internals that moved:
+    ``Dispatcher._cache``, ``Cache._index_key``) leaves the call to compile in this process,
+    as numba always does; ``FPSCOPE_COMPILE_APART=0`` in the environment asks for that.
+    Errors: none raised."""
     if os.environ.get("FPSCOPE_COMPILE_APART", "1") == "0":
         return
     try:

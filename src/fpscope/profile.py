@@ -273,7 +273,8 @@ class Profile:
                                  f"{self.b_format!r}")
             if resolve_format(self.b_format) == fa:
                 object.__setattr__(self, "b_format", None)  # one spelling of "same format"
-        width = resolve_format(self.out_format).bits
+        fout = resolve_format(self.out_format)
+        width = fout.bits
         if self.nan_bits is None:
             object.__setattr__(self, "nan_bits", (1 << (width - 1)) - 1)
         for f in ("block_size", "k", "frac_bits", "nan_bits"):
@@ -283,7 +284,6 @@ class Profile:
         if self.frac_bits < 0:
             raise ValueError(f"frac_bits (kept fraction bits F) must be at least 0, not "
                              f"{self.frac_bits}")
-        fout = resolve_format(self.out_format)
         if not 0 <= self.nan_bits < 1 << width or (
                 fout.has_nan and not np.isnan(decode([self.nan_bits], fout)[0])):
             raise ValueError(f"nan_bits must be a NaN's {width}-bit pattern in "
