@@ -463,10 +463,14 @@ def e_zero_probe(preset: str) -> list[tuple[str, int, int, int]]:
 
 
 def node_cases(preset: str) -> list[tuple[str, np.ndarray, np.ndarray, float, object]]:
-    """Hand-made cases for the AMD CDNA2 "pairwise" and CDNA3 "two-stage" nodes, each decided by
-    one field: (label, a, b, c, variant), where ``variant`` is the preset with that field
-    changed, which gives another output. [] for fused presets; a case the preset's formats
-    cannot hold is left out.
+    """Hand-made cases for the AMD nodes (CDNA1's lossless fused one, CDNA2 "pairwise", CDNA3
+    "two-stage"), each decided by one field: (label, a, b, c, variant), where ``variant`` is
+    the preset with that field changed, which gives another output. [] for the other fused
+    presets; a case the preset's formats cannot hold is left out.
+
+    CDNA1 (``zero_sum_sign`` "positive"): ``zero sum`` (every a = -0, b = 1, c = -0: +0;
+    variant zero_sum_sign "ieee", -0), ``-0 result`` (the last product -2^-160, c = +0: the
+    last block's sum rounds to -0; bf16 only; variant neg_zero_to_pos).
 
     Two-stage (c = 1 unless said; products scaled together by a power of two until a and b
     fit the input formats): ``F2 keeps 2^-31`` (products 2^-24 + 2^-31: above the fp32 tie
@@ -488,7 +492,7 @@ def node_cases(preset: str) -> list[tuple[str, np.ndarray, np.ndarray, float, ob
     from fpscope.formats import is_representable
 
     prof = PRESETS[preset]
-    if prof.node not in ("pairwise", "two-stage"):
+    if prof.node not in ("pairwise", "two-stage") and prof.zero_sum_sign != "positive":
         return []
     fa, fb = (resolve_format(f) for f in prof.operand_formats)
     fc = resolve_format(prof.out_format)
@@ -512,7 +516,13 @@ def node_cases(preset: str) -> list[tuple[str, np.ndarray, np.ndarray, float, ob
                 return add(label, [sp[0] for sp in splits], [sp[1] for sp in splits], c * f,
                            variant)
 
-    if prof.node == "two-stage":
+    if prof.node == "fused":
+        add("zero sum", [-0.0] * k, [1.0] * k, -0.0, prof.replace(zero_sum_sign="ieee"))
+        sp = _split(-(2.0**-160), fa, 10**9, fb)  # in the last block: a later one adds +0
+        if sp is not None:
+            add("-0 result", [0.0] * (k - 1) + [sp[0]], [0.0] * (k - 1) + [sp[1]], 0.0,
+                prof.replace(neg_zero_to_pos=not prof.neg_zero_to_pos))
+    elif prof.node == "two-stage":
         F2 = prof.frac_bits2
         products("F2 keeps 2^-31", 1.0, [2.0**-24, 2.0**-31], prof.replace(frac_bits2=F2 - 1))
         products("F2 cuts 2^-32", 1.0, [2.0**-24, 2.0**-32], prof.replace(frac_bits2=F2 + 1))
@@ -772,6 +782,9 @@ def _shared_variants(p, halve: bool) -> dict:
     out["flush_inputs"] = p.replace(flush_inputs=not p.flush_inputs)
     out["flush_outputs"] = p.replace(flush_outputs=not p.flush_outputs)
     out["neg_zero_to_pos"] = p.replace(neg_zero_to_pos=not p.neg_zero_to_pos)
+    if p.node == "fused" and not p.neg_zero_to_pos:
+        out["zero_sum_sign"] = p.replace(
+            zero_sum_sign="ieee" if p.zero_sum_sign == "positive" else "positive")
     if p.operand_conversion is not None:
         out["operand round"] = p.replace(
             operand_conversion="round" if p.operand_conversion == "truncate" else "truncate")
@@ -901,7 +914,8 @@ def main(argv=None) -> int:
         print(f"  {p:<{wp}} {'; '.join(cells)}  {'match' if ok else 'MISMATCH'}")
     node = [p for p in presets if node_cases(p)]
     if node:
-        print("\nAMD CDNA2 / CDNA3 node cases (node_cases: hand-made, each decided by one field; "
+        print("\nAMD CDNA1 / CDNA2 / CDNA3 node cases (node_cases: hand-made, each decided by "
+              "one field; "
               "'variant' is fpscope with that field changed, which must differ):")
     for p in node:
         cells = [f"{lab}: mmasim={s_:x} fpscope={f_:x} variant={v_:x}"

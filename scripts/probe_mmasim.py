@@ -39,7 +39,7 @@ _FIELDS = ("in_format", "b_format", "block_size", "k", "frac_bits", "alignment",
            "step_rounding", "output_rounding", "k_order", "c_entry", "neg_zero_to_pos",
            "operand_conversion", "e_zero", "flush_inputs", "flush_outputs", "node",
            "frac_bits2", "alignment2", "product_groups", "c_drop_bits", "product_overflow",
-           "input_zero_sign", "group_size", "scale_format", "scale_block_size")
+           "input_zero_sign", "zero_sum_sign", "group_size", "scale_format", "scale_block_size")
 
 
 def _differs(found, preset: str, not_observable) -> list[str]:

@@ -154,3 +154,25 @@ def test_inert_e_zero_is_no_difference_and_nan_bits_get_a_witness():
     assert not res.same and res.parameter == {"name": "nan_bits", "a": "0x7fc00000",
                                               "b": "0x7fffffff"}
     assert res.witness["a"] == "0x7fc00000" and res.witness["b"] == "0x7fffffff"
+
+
+def test_zero_sign_rules_get_a_witness():
+    """Random inputs almost never make a zero whose sign the zero rules decide: the zero-sign
+    rows do (CDNA1 bf16's zero_sum_sign "positive" against "ieee": a -0 from a product that
+    rounds to zero, met by -0 products in the next block). CDNA1 fp16 cannot show the
+    difference between its rules and -0 -> +0 (no fp16 product rounds to zero in fp32): no
+    witness, and the note says which cases were tried."""
+    c1 = get_profile("cdna1-bf16")
+    res = diff_profiles(c1, c1.replace(zero_sum_sign="ieee", name="ieee"), cases=256)
+    assert not res.same and res.parameter["name"] == "zero_sum_sign"
+    w = res.witness
+    assert w is not None and "zero-sign" in w["how"]
+    assert (w["a"], w["b"]) == ("0x00000000", "0x80000000")
+    res = diff_profiles(c1, c1.replace(neg_zero_to_pos=True, name="nvidia"), cases=256)
+    assert res.witness is not None and (res.witness["a"], res.witness["b"]) == (
+        "0x80000000", "0x00000000")  # the product that rounds to zero keeps its -0
+    c16 = get_profile("cdna1-fp16")
+    res = diff_profiles(c16, c16.replace(neg_zero_to_pos=True, zero_sum_sign="ieee", name="n"),
+                        cases=256)
+    assert not res.same and res.witness is None
+    assert any("zero-sign cases" in n for n in res.notes)

@@ -310,8 +310,7 @@ def test_kernel_grouped_variants_and_zero_signs():
     alignment with an fp16 output, flushed inputs with RNE steps) on random patterns, and on
     operands that are mostly zeros of both signs, zero or tiny scales and zero c, so that
     exact zero sums take the signs the node gives them: -0 where every group and c are
-    negative, c's zero where there is nothing at all (no e_zero), +0 for zero operands read as
-    positive."""
+    negative (e_zero set or not), +0 for zero operands read as positive."""
     from fpscope.emulate.vectorized import gemm_prepared, prepare
 
     nv, mx = PRESETS["rtx-blackwell-nvfp4"], PRESETS["blackwell-tcgen05-mxfp4"]

@@ -417,8 +417,9 @@ def test_lossless_fused_node_on_the_kernel():
     """Lossless fused profiles (AMD CDNA1: F = 276 / 520, every block the exact sum rounded
     once; the presets run in the agreement tests above) on the kernel's own loop: equal to the
     numpy engine with e_zero set or not, flushes, RZ / RD steps and an fp16 output, a product
-    order, on random patterns and on zeros and subnormals of both signs (exact zero sums: -0
-    where every term is negative, c's zero where nothing is nonzero and e_zero is None)."""
+    order, on random patterns and on zeros and subnormals of both signs (exact zero sums:
+    +0 under the presets' zero_sum_sign "positive"; with "ieee" -0 where every term is
+    negative, e_zero set or not)."""
     c1 = [n for n, p in PRESETS.items() if p.arch == "cdna1"]
     assert c1 and set(c1) <= set(SUPPORTED)
     fp16, bf16 = PRESETS["cdna1-fp16"], PRESETS["cdna1-bf16"]
@@ -426,8 +427,9 @@ def test_lossless_fused_node_on_the_kernel():
                 fp16.replace(flush_inputs=True, flush_outputs=True, step_rounding=("fp32", "RZ"),
                              output_rounding=("fp16", "RNE")),
                 bf16.replace(k_order=tuple(range(7, -1, -1)), step_rounding=("fp32", "RD")),
-                fp16.replace(neg_zero_to_pos=True)]
-    negative_zeros = 0
+                fp16.replace(neg_zero_to_pos=True), bf16.replace(zero_sum_sign="ieee"),
+                fp16.replace(e_zero=-30, zero_sum_sign="ieee")]
+    negative_zeros = {}
     for i, p in enumerate(variants):
         assert p.lossless and kernel.unsupported(p) is None
         rng = np.random.default_rng(90 + i)
@@ -442,8 +444,14 @@ def test_lossless_fused_node_on_the_kernel():
         C = rng.choice([0.0, -0.0, fc.min_normal / 2, -fc.min_normal / 2], (M, N))
         A[0], B[:, 0], C[0] = -0.0, 1.0, -0.0  # -0 products and c: D[0, 0] -0 where kept
         got = _engines_agree(A, B, C, p)
-        negative_zeros += int(((got == 0) & np.signbit(got)).sum())
-    assert negative_zeros > 0
+        negative_zeros[i] = int(((got == 0) & np.signbit(got)).sum())
+        # D[0, 0], a sum of -0 terms: -0 only under "ieee" with -0 kept
+        assert bool(np.signbit(got[0, 0])) == (p.zero_sum_sign == "ieee"
+                                                and not p.neg_zero_to_pos), i
+    # -0 results: rounded ones (bf16) under "positive", exact zero sums too under "ieee"; the
+    # fp16 presets' exact sums never round to zero (products reach 2^-48), so they have none
+    assert negative_zeros[0] == negative_zeros[4] == 0
+    assert min(negative_zeros[1], negative_zeros[5], negative_zeros[6]) > 0
 
 
 def test_bf16_and_tf32_take_float32_only_when_the_data_allows():

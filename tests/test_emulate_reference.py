@@ -287,6 +287,8 @@ def test_node_profile_json_round_trip_and_fields():
     ("cdna3-fp16", {"product_overflow": "fp33"}, "unknown format"),
     ("cdna3-fp16", {"c_entry": "last"}, "fused node only"),
     ("cdna3-fp16", {"input_zero_sign": "negative"}, "unknown input_zero_sign"),
+    ("cdna1-fp16", {"zero_sum_sign": "negative"}, "unknown zero_sum_sign"),
+    ("cdna2-fp16", {"zero_sum_sign": "positive"}, "fused node only"),
     ("ampere-fp16", {"frac_bits2": 31}, "two-stage node only"),
     ("ampere-fp16", {"alignment2": "floor"}, "two-stage node only"),
     ("ampere-fp16", {"product_groups": 2}, "two-stage node only"),
@@ -319,6 +321,38 @@ def test_product_overflow_and_zero_sign_on_the_fused_node():
     assert d == 0 and math.copysign(1.0, d) > 0
     d = fdpa([-0.0] * 16, [-1.0] * 16, 0.0, keep.replace(input_zero_sign="positive"))
     assert d == 0 and math.copysign(1.0, d) > 0  # +0 * -1 = -0, but c is +0
+
+
+def test_zero_sum_sign():
+    """zero_sum_sign "positive" (the CDNA1 presets, mmasim ``e_fdpa``): an exact zero sum is +0,
+    -0 terms and chained -0 results included, while a sum that rounds to zero keeps its sign;
+    "ieee" gives -0 where every term is -0, e_zero set or not (so that an e_zero below every
+    term's exponent changes nothing, ``Profile.e_zero_inert``). Both ignored where
+    neg_zero_to_pos is True."""
+    p = PRESETS["cdna1-bf16"]
+    assert (p.zero_sum_sign, p.neg_zero_to_pos) == ("positive", False)
+    ieee = p.replace(zero_sum_sign="ieee")
+    tiny = [0.0] * 7 + [2.0**-80], [0.0] * 7 + [-(2.0**-80)]  # -2^-160 in the last block
+
+    def sign(d):
+        assert d == 0
+        return "-" if math.copysign(1.0, d) < 0 else "+"
+
+    for q, want in ((p, "+-++"), (ieee, "--++"), (p.replace(neg_zero_to_pos=True), "++++")):
+        got = [fdpa([-0.0] * 8, [1.0] * 8, -0.0, q),  # -0 products and c
+               fdpa(*tiny, 0.0, q),  # rounds to -0
+               fdpa([-0.0] * 8, [1.0] * 8, 0.0, q.replace(e_zero=-300)),  # -0 products, +0 c
+               fdpa([1.0, -1.0] + [0.0] * 6, [1.0] * 8, -0.0, q)]  # cancellation
+        assert "".join(sign(d) for d in got) == want, q
+    # zero products and a zero c, e_zero None or set: -0 only where every term is -0
+    for q in (ieee, ieee.replace(e_zero=-300)):
+        assert [sign(fdpa([x] * 8, [1.0] * 8, c, q)) for x, c in
+                ((-0.0, 0.0), (0.0, -0.0), (-0.0, -0.0))] == ["+", "+", "-"], q.e_zero
+        assert sign(fdpa([0.0] * 8, [1.0] * 8, -0.0, p)) == "+"
+    d = json.loads(p.to_json())
+    assert d["zero_sum_sign"] == "positive"
+    del d["zero_sum_sign"]  # profile JSON written before the field: IEEE's rule
+    assert Profile.from_dict(d).zero_sum_sign == "ieee"
 
 
 def test_pairwise_rounds_every_product_and_pair():

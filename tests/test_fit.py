@@ -79,6 +79,30 @@ def test_fit_an_unknown_device_from_npz(tmp_path):
     assert 26 in res.consistent["frac_bits"]
 
 
+def test_fit_finds_the_zero_rules(tmp_path):
+    """A bf16 device that keeps -0 results but makes exact zero sums +0 (zero_sum_sign
+    "positive", as mmasim's CDNA1): rows of zeros of both signs and tiny negative products that
+    round to zero separate it from the default (-0 -> +0) and from IEEE's signed zeros. The
+    recorded sets never do (records/fit-table.txt leaves neg_zero_to_pos open)."""
+    dev = Profile(name="dev", arch="x", in_format="bf16", out_format="fp32", block_size=2, k=4,
+                  frac_bits=24, e_zero=None, neg_zero_to_pos=False, zero_sum_sign="positive")
+    rng = np.random.default_rng(5)
+    n = 512
+    a = rng.choice([0.0, -0.0, 2.0**-80, -(2.0**-80), 1.0, -1.0], (n, 4))
+    b = rng.choice([0.0, -0.0, 2.0**-80, 1.0], (n, 4))
+    c = rng.choice([0.0, -0.0, 1.0], n)
+    a[:8], b[:8], c[:8] = -0.0, 1.0, -0.0  # sums of -0 terms
+    a[4:8, rng.integers(0, 4, 4)], b[4:8, :] = -(2.0**-80), 2.0**-80  # a tiny one among them
+    d = encode(fdpa_batch(a, b, c, dev), resolve_format("fp32"))
+    path = tmp_path / "zeros.npz"
+    np.savez(path, a=a, b=b, c=c, d=d, in_format="bf16", out_format="fp32")
+    res = fit(load_recording(path), use_presets=False)
+    assert res.exact, res.to_text()
+    assert (res.profile.neg_zero_to_pos, res.profile.zero_sum_sign) == (False, "positive")
+    assert res.consistent["neg_zero_to_pos"] == [False]
+    assert res.consistent["zero_sum_sign"] == ["positive"]
+
+
 def test_fit_reports_a_partial_match(tmp_path):
     """Outputs no profile explains (every 7th bit pattern flipped): not exact, exit 1."""
     path = _npz(tmp_path, PRESETS["ampere-fp16"].replace(k=8))

@@ -20,11 +20,6 @@ mmasim, because fpscope's presets reproduce the recorded GPU outputs (tests/test
   probes of ``mv.e_zero_cases`` show the same for these five presets; the experimental presets
   (hopper-wgmma-*, blackwell-*, rtx-blackwell-*) take mmasim's e_zero and agree, and moving
   their e_zero by one changes the probe's output (so the value is confirmed, not unobserved).
-* cdna1-bf16: mmasim returns +0 when a block's exact sum is zero and every term is -0 (its
-  TwoSum normalisation ``x + (xy - x)`` adds a +0); fpscope keeps IEEE 754's -0 (the sum of
-  negative zeros, ``neg_zero_to_pos`` False; mmasim itself keeps -0 for a negative sum that
-  rounds to zero). Only bf16 shows it in random cases: a tiny negative product rounds to -0,
-  and the next block adds -0 products to that -0.
 * tf32 presets (all of them, validated ones included): mmasim reduces an fp32 operand to tf32 by
   clearing the 13 low bits of its encoding (``helper.truncate_fp32_to_tf32``), so an fp32 NaN
   whose payload lies only in those bits becomes +-Inf; fpscope's operands are values
@@ -51,9 +46,12 @@ Blackwell kind::f8f6f4 pairs, CDNA3 fp8 x bf8; A and B are drawn and encoded eac
 format). They stay "experimental" although most agree with mmasim bit for bit: in fpscope
 "validated" means reproducing recorded hardware outputs (the 22 hw-vectors presets), and no
 MI200 / MI300 recording exists. Beyond the random cases, ``mv.node_cases`` builds hand-made
-cases that one CDNA2 / CDNA3 field decides (F2, the floor of stage 2, c drop, product groups,
-product overflow; input and output flush, the zero sign, -0 results), and
-``test_node_case`` checks that mmasim agrees and the one-field variant does not.
+cases that one CDNA1 / CDNA2 / CDNA3 field decides (F2, the floor of stage 2, c drop, product
+groups, product overflow; input and output flush, the zero sign, -0 results; CDNA1: an exact
+zero sum of -0 terms is +0, ``zero_sum_sign`` "positive", while a sum that rounds to zero
+stays -0), and ``test_node_case`` checks that mmasim agrees and the one-field variant does
+not. (Until the CDNA1 presets took ``zero_sum_sign`` "positive", cdna1-bf16 differed from
+mmasim on 5 of 10,240 cases: IEEE's -0 for -0 terms against mmasim's +0.)
 
 Block-scaled instructions (``Profile.scale_format``; mmasim ``TCGen05MMABlockScale`` and
 ``MMABlockScale``: Blackwell tcgen05 and RTX Blackwell mma.sync, MXFP8 / MXFP6 / MXFP4 with
@@ -89,9 +87,6 @@ KNOWN_MISMATCH = {
                                           "recorded mma.sync (two fp16 k16 steps, then c)")),
     "hopper-e5m2-fp16out": (8282, 10240, ("mmasim models wgmma (F=13, L=32); fpscope models the "
                                           "recorded mma.sync (two fp16 k16 steps, then c)")),
-    "cdna1-bf16": (10235, 10240, ("mmasim returns +0 for an exact zero sum of -0 terms (an "
-                                  "artifact of its TwoSum normalisation); fpscope keeps IEEE's "
-                                  "-0")),
     "cdna3-bf8": (10187, 10240, ("mmasim's gtr_fdpa drops an Inf / NaN c (the first block's NaN "
                                  "result included) once products reach 2^25: frexp gives them "
                                  "exponent 0; fpscope keeps the Inf / NaN")),
@@ -200,14 +195,17 @@ def test_e_zero_observability():
 NODE_PRESETS = [p for p in mv.MODELS if mv.node_cases(p)]
 
 
-def test_every_cdna2_cdna3_preset_has_node_cases():
+def test_every_amd_preset_has_node_cases():
     from fpscope.profile import PRESETS
 
-    assert NODE_PRESETS == [p for p in mv.MODELS if PRESETS[p].node in ("pairwise", "two-stage")]
-    assert len(NODE_PRESETS) == 10
+    assert NODE_PRESETS == [p for p in mv.MODELS if PRESETS[p].arch.startswith("cdna")]
+    assert len(NODE_PRESETS) == 12
     for p in NODE_PRESETS:  # the cases the formats allow (fp16 / fp8: no overflow, ...)
         labels = {c[0] for c in mv.node_cases(p)}
-        if PRESETS[p].node == "two-stage":
+        if PRESETS[p].node == "fused":  # CDNA1; fp16 products never round to zero
+            assert labels == ({"zero sum", "-0 result"} if PRESETS[p].in_format == "bf16"
+                              else {"zero sum"})
+        elif PRESETS[p].node == "two-stage":
             assert {"F2 keeps 2^-31", "F2 cuts 2^-32", "floor2", "c drop", "groups"} <= labels
         else:
             assert {"flush_inputs", "zero sign"} <= labels
@@ -215,8 +213,9 @@ def test_every_cdna2_cdna3_preset_has_node_cases():
 
 @pytest.mark.parametrize("preset", NODE_PRESETS)
 def test_node_case(preset):
-    """Hand-made cases that one CDNA2 / CDNA3 field decides: mmasim gives fpscope's bits, and
-    fpscope with that field changed gives other bits (so the field is seen, not assumed)."""
+    """Hand-made cases that one CDNA1 / CDNA2 / CDNA3 field decides: mmasim gives fpscope's
+    bits, and fpscope with that field changed gives other bits (so the field is seen, not
+    assumed)."""
     for label, d_sim, d_fp, d_var in mv.node_probe(preset):
         assert d_sim == d_fp, f"{label}: mmasim {d_sim:x}, fpscope {d_fp:x}"
         assert d_var != d_fp, f"{label}: the case does not decide its field"

@@ -4,9 +4,13 @@ equivalent profile (bit-exact on the validation generators, observable parameter
 import math
 import os
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fpscope.diff import zero_sign_rows
+from fpscope.emulate.vectorized import fdpa_batch
 from fpscope.probes.blackbox import SimulatedTarget
 from fpscope.probes.driver import probe
 from fpscope.profile import Profile
@@ -27,11 +31,14 @@ def profiles(draw):
         lambda f: f + 2 + math.log2(L + 1) <= 53))
     e_zero = draw(st.one_of(st.none(), st.integers(-22, -18) if out == "fp16"
                             else st.integers(-140, -127)))
+    # the zero-sign rules: NVIDIA's -0 -> +0, IEEE's signed zeros, CDNA1's +0 exact zero sums
+    nz2p, zss = draw(st.sampled_from([(True, "ieee"), (False, "ieee"), (False, "positive")]))
     return Profile(
         name="random", arch="test", in_format=fin, out_format=out, block_size=L, k=L * stages,
         frac_bits=F, alignment=draw(st.sampled_from(["truncate", "floor", "nearest"])),
         e_zero=e_zero, step_rounding=step, flush_inputs=draw(st.booleans()),
         flush_outputs=draw(st.booleans()), nan_bits=0x7FFF if out == "fp16" else 0x7FFFFFFF,
+        neg_zero_to_pos=nz2p, zero_sum_sign=zss,
         # L = 2 with c added last leaves no three-term block for the F probe (known limitation)
         c_entry="first" if L == 2 else draw(st.sampled_from(["first", "first", "last"])))
 
@@ -57,3 +64,51 @@ def test_random_profile_round_trip(p):
             assert getattr(q, flag) == getattr(p, flag)
     if found["e_zero"].observable:
         assert q.e_zero == p.e_zero
+    # the zero-sign rules (neg_zero_to_pos, zero_sum_sign) need not be equal where the formats
+    # or the structure make them act alike (c added last to a block started from +0, no sum
+    # small enough to round to zero): the outputs must be, on zero-sign rows
+    A, B, C = zero_sign_rows(p)
+    assert len(A) >= 4
+    want, got = fdpa_batch(A, B, C, p), fdpa_batch(A, B, C, q)
+    assert (want.view(np.int64) == got.view(np.int64)).all(), (p, q)
+
+
+def _edge(**kw):
+    base = dict(name="edge", arch="test", in_format="bf16", out_format="fp32", block_size=2,
+                k=4, frac_bits=10, e_zero=-127, step_rounding=("fp32", "RZ"))
+    return Profile(**{**base, **kw})
+
+
+#: Profiles the random round trip once found probed wrongly (each fixed in the family named).
+EDGES = {
+    # zeros: under floor alignment a cut -delta is -2^(e_max - F), not 0
+    "floor e_zero": _edge(alignment="floor"),
+    "floor no e_zero": _edge(in_format="fp16", out_format="fp16", alignment="floor",
+                             e_zero=None, step_rounding=("fp16", "RZ")),
+    # specials: the underflow row's product cut by e_zero read as "no profile fits"
+    "cut underflow row": _edge(neg_zero_to_pos=False),
+    # rounding: a tiny row's zero sign taken for a rounding difference (e8m13 lost); zeros:
+    # the e8m13 grid, not fp32's
+    "e8m13 steps, -0 kept": _edge(e_zero=None, step_rounding=("e8m13", "RZ"),
+                                  neg_zero_to_pos=False, flush_inputs=True),
+    # zeros: the sign route where outputs are flushed
+    "flushed, -0 kept": _edge(flush_outputs=True, neg_zero_to_pos=False),
+    "flushed floor, -0 kept": _edge(block_size=4, alignment="floor", flush_inputs=True,
+                                    flush_outputs=True, neg_zero_to_pos=False),
+    # specials: c added last, -0 carried from the first block into the second
+    "c last, chained -0": _edge(block_size=4, k=8, e_zero=None, c_entry="last",
+                                neg_zero_to_pos=False),
+    # specials: the underflow under flushed outputs
+    "flushed, zero sums +0": _edge(e_zero=-132, frac_bits=24, flush_outputs=True,
+                                   neg_zero_to_pos=False, zero_sum_sign="positive"),
+}
+
+
+@pytest.mark.parametrize("name", EDGES)
+def test_edge_profile_round_trip(name):
+    p = EDGES[name]
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=2048, seed=1)
+    assert rep.fits and rep.accepted, rep.reason
+    q = rep.profile
+    assert (q.e_zero, tuple(q.step_rounding), q.neg_zero_to_pos, q.zero_sum_sign) == \
+        (p.e_zero, tuple(p.step_rounding), p.neg_zero_to_pos, p.zero_sum_sign)

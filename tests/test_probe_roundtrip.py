@@ -60,7 +60,12 @@ def test_probe_recovers_preset(name):
     assert q.frac_bits == p.frac_bits
     assert q.alignment == p.alignment
     assert tuple(q.step_rounding) == tuple(p.step_rounding)
-    assert q.neg_zero_to_pos == p.neg_zero_to_pos
+    under = found.get("neg_underflow_sign")
+    if under is not None and not under.observable:  # no sum rounds to zero (CDNA1 fp16): only
+        # the -0 sum is seen, +0 under neg_zero_to_pos and under zero_sum_sign "positive" alike
+        assert q.neg_zero_to_pos == (p.neg_zero_to_pos or p.zero_sum_sign == "positive")
+    else:
+        assert (q.neg_zero_to_pos, q.zero_sum_sign) == (p.neg_zero_to_pos, p.zero_sum_sign)
     assert q.nan_bits == p.nan_bits
     assert q.operand_conversion == p.operand_conversion
     for f in ("node", "frac_bits2", "alignment2", "product_groups", "c_drop_bits",

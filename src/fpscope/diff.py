@@ -391,8 +391,12 @@ def diff_profiles(a: Profile, b: Profile, cases: int = 4096, seed: int = 0) -> D
     res.witness = _profile_witness(a, b, cases, seed)
     if res.witness is None and "nan_bits" in changed:
         res.witness = _nan_witness(a, b)
+    zeros = bool({"neg_zero_to_pos", "zero_sum_sign"} & set(changed))
+    if res.witness is None and zeros:
+        res.witness = _zero_witness(a, b)
     if res.witness is None:
-        res.notes.append(f"no input among {cases} random cases gives different bits")
+        res.notes.append(f"no input among {cases} random cases"
+                         + (" and the zero-sign cases" if zeros else "") + " gives different bits")
     return res
 
 
@@ -420,6 +424,60 @@ def _nan_witness(a: Profile, b: Profile) -> dict | None:
                    "by the emulator",
             "input": {"products": [], "c": _hex([np.nan], fout)[0]},
             "a": f"0x{ba:0{width}x}", "b": f"0x{bb:0{width}x}"}
+
+
+def zero_sign_rows(p: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Instruction inputs a, b (R, k) and c (R,) whose outputs are zeros of either sign under
+    most profiles: products +0 or -0 and c +0 or -0, alone or with one product of +- half the
+    smallest subnormal (or normal) output in any slot, which rounds (or is flushed) to zero
+    where the window keeps it; unit block scales. They decide ``neg_zero_to_pos`` and
+    ``zero_sum_sign``, which random inputs almost never reach. Values the input format cannot
+    split into a product are left out."""
+    from .formats import is_representable
+
+    fin, fb = (resolve_format(f) for f in p.operand_formats)
+    fout = resolve_format(p.out_format)
+    tiny = []
+    for v in (0.5 * fout.min_subnormal, 0.5 * fout.min_normal):
+        e = math.frexp(v)[1] - 1
+        x, y = 2.0 ** (e // 2), v / 2.0 ** (e // 2)
+        if is_representable(np.array([x]), fin)[0] and is_representable(np.array([y]), fb)[0]:
+            tiny += [(x, y), (x, -y)]
+    A, B, C = [], [], []
+    for zero in (0.0, -0.0):
+        for c in (0.0, -0.0):
+            A.append([zero] * p.k), B.append([1.0] * p.k), C.append(c)
+            for x, y in tiny:
+                for j in range(p.k):
+                    A.append([zero] * p.k), B.append([1.0] * p.k), C.append(c)
+                    A[-1][j], B[-1][j] = x, y
+    return np.array(A), np.array(B), np.array(C)
+
+
+def _zero_witness(a: Profile, b: Profile) -> dict | None:
+    """Profiles that differ in the signs of zero results: the first of :func:`zero_sign_rows`
+    on which they differ (one instruction, the same k; checked by the emulator)."""
+    from .emulate.library import has_library_level
+    from .emulate.vectorized import fdpa_batch
+
+    if a.k != b.k or has_library_level(a) or has_library_level(b):
+        return None
+    A, B, C = zero_sign_rows(a)
+    scales = {}
+    if a.scale_format is not None:
+        s = np.ones((len(A), a.k // a.scale_block_size))
+        scales = {"scale_a": s, "scale_b": s}
+    da, db = (fdpa_batch(A, B, C, p, **scales) for p in (a, b))
+    bad = np.flatnonzero(da.view(np.int64) != db.view(np.int64))
+    if not len(bad):
+        return None
+    i = int(bad[0])
+    fin, fb = (resolve_format(f) for f in a.operand_formats)
+    fout = resolve_format(a.out_format)
+    return {"how": "zeros of both signs and a product that rounds to zero (the zero-sign "
+                   "rules); checked by the emulator",
+            "input": {"a": _hex(A[i], fin), "b": _hex(B[i], fb), "c": _hex([C[i]], fout)[0]},
+            "a": _hex([da[i]], fout)[0], "b": _hex([db[i]], fout)[0]}
 
 
 def _plain(name: str, v):

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .formats import encode
-from .profile import PRESETS, Profile, resolve_format
+from .profile import PRESETS, ZERO_SUM_SIGNS, Profile, resolve_format
 
 __all__ = ["FitError", "FitResult", "Recording", "fit", "load_recording", "unmatched"]
 
@@ -364,6 +364,10 @@ def _neighbours(p: Profile, rec: Recording) -> dict:
     for fl in (False, True):
         add("flush_inputs", fl, flush_inputs=fl)
         add("flush_outputs", fl, flush_outputs=fl)
+        add("neg_zero_to_pos", fl, neg_zero_to_pos=fl)
+    if not p.neg_zero_to_pos:  # read only where -0 results are kept
+        for zs in ZERO_SUM_SIGNS:
+            add("zero_sum_sign", zs, zero_sum_sign=zs)
     if rec.in_format == "tf32":
         for oc in ("truncate", "round"):
             add("operand_conversion", oc, operand_conversion=oc)

@@ -67,6 +67,7 @@ NODES = ("fused", "pairwise", "two-stage", "grouped")
 #: Block-scale formats (``Profile.scale_format``): OCP MX's E8M0 and NVFP4's unsigned E4M3.
 SCALE_FORMATS = ("e8m0", "ue4m3")
 INPUT_ZERO_SIGNS = ("keep", "positive")
+ZERO_SUM_SIGNS = ("ieee", "positive")
 
 
 def resolve_format(name: str) -> Format:
@@ -114,6 +115,13 @@ class Profile:
             every fraction bit set, 0x7FFFFFFF for fp32 and 0x7FFF for fp16, the recorded
             H100 / A100 / Ada / V100 patterns); at most the format's width.
         neg_zero_to_pos: a -0 result is returned as +0.
+        zero_sum_sign: the sign of a fused step whose exact sum is zero (every term zero, or
+            terms that cancel), where ``neg_zero_to_pos`` is False: "ieee" (default): -0 when
+            every term (zero products with their signs, and c) is -0, as IEEE 754 addition
+            gives, whatever e_zero; else +0; "positive": always +0, as an integer accumulator
+            without a signed zero gives, while a nonzero negative sum that rounds to zero
+            keeps its -0 (mmasim's AMD CDNA1 model, ``arithmetic/fdpa.py: e_fdpa``:
+            ``exact_sum`` then ``normalize_parts_to_fp32``). Fused node only.
         operand_conversion: how fp32 operands not representable in a tf32 in_format are reduced
             ("truncate" or "round" = nearest, ties away); None for other input formats.
         k_order: the order the k products are taken in before they are cut into blocks (block
@@ -253,6 +261,7 @@ class Profile:
     c_drop_bits: int | None = None
     product_overflow: str | None = None
     input_zero_sign: str = "keep"
+    zero_sum_sign: str = "ieee"
     scale_format: str | None = None
     scale_block_size: int | None = None
     group_size: int | None = None
@@ -366,6 +375,12 @@ class Profile:
         if self.input_zero_sign not in INPUT_ZERO_SIGNS:
             raise ValueError(f"unknown input_zero_sign {self.input_zero_sign!r}; known: "
                              f"{INPUT_ZERO_SIGNS}")
+        if self.zero_sum_sign not in ZERO_SUM_SIGNS:
+            raise ValueError(f"unknown zero_sum_sign {self.zero_sum_sign!r}; known: "
+                             f"{ZERO_SUM_SIGNS}")
+        if node != "fused" and self.zero_sum_sign != "ieee":
+            raise ValueError(f"zero_sum_sign is read by the fused node only; the {node} node "
+                             f"takes 'ieee'")
         if self.product_overflow is not None:
             if not isinstance(self.product_overflow, str):
                 raise ValueError(f"product_overflow must be a format name or None, not "
@@ -656,7 +671,9 @@ _MMASIM_PRESETS = [
 # ``arithmetic/fdpa.py: MMA_E_FDPA(L_max)`` with L_max 4 (fp16) or 2 (bf16): each block of L
 # products plus c is summed exactly and rounded once to fp32 nearest-even (``e_fdpa``: exact
 # float64 products, ``exact_sum`` + ``normalize_parts_to_fp32``), blocks chained as on NVIDIA;
-# no flushes; a zero sum is +0 (torch's sum from +0). Expressed as a lossless window (frac_bits
+# no flushes; an exact zero sum is +0 (zero_sum_sign "positive": the parts of ``exact_sum``
+# hold no signed zero), a negative sum that rounds to zero -0 (neg_zero_to_pos False). No
+# recording decides either for the hardware. Expressed as a lossless window (frac_bits
 # = :func:`lossless_frac_bits`: no term is ever cut), e_zero None. NaN: mmasim returns whatever
 # NaN the float64 sum makes; 0x7FC00000 (the IEEE default quiet NaN) is fpscope's choice,
 # unverified. k: the longest instruction of each type (v_mfma_f32_16x16x16f16,
@@ -664,9 +681,9 @@ _MMASIM_PRESETS = [
 _RNE32 = ("fp32", "RNE")
 _MMASIM_PRESETS += [
     _p("cdna1-fp16", "cdna1", "fp16", 4, 16, lossless_frac_bits("fp16", "fp32"), None,
-       step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False),
+       step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False, zero_sum_sign="positive"),
     _p("cdna1-bf16", "cdna1", "bf16", 2, 8, lossless_frac_bits("bf16", "fp32"), None,
-       step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False),
+       step=_RNE32, nan_bits=0x7FC00000, neg_zero_to_pos=False, zero_sum_sign="positive"),
 ]
 
 # AMD CDNA2 (MI200) v_mfma f32 <- fp16 / bf16: mmasim amd/sim.py ``MFMA`` builds

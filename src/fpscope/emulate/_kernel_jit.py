@@ -669,8 +669,8 @@ def _cut_int(n, shift, neg, align):
 
 
 @njit(parallel=True, cache=True)
-def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, no_ez, step, keep_sign, has_out,
-                    outr, MI, W):
+def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, step, keep_sign, signed_zero,
+                    has_out, outr, MI, W):
     """D (M, N) = the GEMM from C (M, N) as a chain of lossless fused instructions (the cut
     never drops a bit: ``Profile.lossless``, AMD CDNA1; ``vectorized._block``): each block's L
     products (exact in float64) and c summed exactly and rounded once, as
@@ -678,8 +678,8 @@ def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, no_ez, step, kee
     of the tile at a time, then the top part rounded to odd) followed by rho. AV, BV: operand
     values with flushed ones zero; NA, NB: their sign bits (False for zeros under
     input_zero_sign "positive"). An exact zero sum is -0 where every product and c are
-    negative; with no e_zero (``no_ez``) a block of zero products and zero c gives c's zero
-    where ``keep_sign``. ``c_args``, ``s_args``: (tiny, positive) of the first block's c
+    negative and ``signed_zero`` (``neg_zero_to_pos`` False and ``zero_sum_sign`` "ieee"),
+    else +0. ``c_args``, ``s_args``: (tiny, positive) of the first block's c
     (output format) and of later ones (step format). Rows and columns with NaN / Inf operands
     are the caller's; a NaN or Inf c is carried."""
     M, K = AV.shape
@@ -691,8 +691,6 @@ def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, no_ez, step, kee
         i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
         T = np.empty((n, w))
         allneg = np.empty(w, np.bool_)
-        cneg = np.empty(w, np.bool_)
-        zero = np.empty(w, np.bool_)
         for kc in range(0, K, k):
             for i in range(i0, i1):
                 drow = D[i, j0:j0 + w]
@@ -708,15 +706,12 @@ def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, no_ez, step, kee
                         neg = (np.copysign(1.0, c) < 0) & ~(cpos & (cv == 0))
                         T[L, j] = cv
                         allneg[j] = neg
-                        cneg[j] = neg
-                        zero[j] = cv == 0
                     for m in range(L):
                         a, na = AV[i, kb + m], NA[i, kb + m]
                         b_row, nb_row, trow = BV[kb + m, j0:j0 + w], NB[kb + m, j0:j0 + w], T[m]
                         for j in range(w):
                             trow[j] = a * b_row[j]
                             allneg[j] &= na ^ nb_row[j]
-                            zero[j] &= trow[j] == 0
                     for _ in range(4 * n + 64):  # VecSum passes (vectorized._exact_sum_odd)
                         changed = 0
                         for q in range(n - 1):
@@ -739,11 +734,9 @@ def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, no_ez, step, kee
                         step_ = 1 if (below[j] > 0) == (x > 0) else -1
                         x = np.int64(hb + step_).view(np.float64) if (
                             (below[j] != 0) & ((hb & 1) == 0)) else x
-                        x = (-0.0 if allneg[j] else 0.0) if x == 0 else x
+                        x = (-0.0 if signed_zero and allneg[j] else 0.0) if x == 0 else x
                         r = _round(x, step[0], step[1], step[2], step[3], step[4], step[5],
                                    keep_sign)
-                        if no_ez and zero[j]:
-                            r = -0.0 if (keep_sign and cneg[j]) else 0.0
                         drow[j] = r if c - c == 0 else c
                 if has_out:
                     _round_row(drow, w, outr, keep_sign)
@@ -845,17 +838,15 @@ def grouped_kernel(SA, EA, NA, SB, EB, NB, QA, XA, QB, XB, C, D, k, L, G, sbs, F
     product, with leading exponent the scales' exponent sum (``ez`` where every product or
     the scale is zero) and unit weight ``wmin`` + that sum; the groups and c are cut at
     ``2^(e_max - F)`` (``align``), summed and rounded by rho. An exact zero is -0 where every
-    group and c are negative; with no e_zero (``ez`` = _NONE) a block of zero groups and zero c
-    gives c's zero where ``keep_sign``. ``c_args``, ``s_args`` = (p, emin, tiny, positive): c
-    of the first block read in the output format (zeros +0 where ``positive``), later ones in
-    the step format. Rows and columns with NaN / Inf operands or scales are the caller's; a NaN
+    group and c are negative (and ``keep_sign``). ``c_args``, ``s_args`` = (p, emin, tiny,
+    positive): c of the first block read in the output format (zeros +0 where ``positive``),
+    later ones in the step format. Rows and columns with NaN / Inf operands or scales are the caller's; a NaN
     or Inf c is carried."""
     M, K = SA.shape
     N = SB.shape[1]
     nt, njb = _tiles(M, N, MI, W)
     S = k // L
     ng = L // G
-    sent = np.int64(_NONE)
     for t in prange(nt):
         i0, i1, j0, w = _tile(t, njb, M, N, MI, W)
         P = np.empty((ng, w), np.int64)
@@ -898,7 +889,6 @@ def grouped_kernel(SA, EA, NA, SB, EB, NB, QA, XA, QB, XB, C, D, k, L, G, sbs, F
                         lsb = emax - F
                         total = _cut_int(cs, ce - (cp - 1) - lsb, cneg, align)
                         negs = cneg
-                        nothing = cs == 0
                         for g in range(ng):
                             x = (kb + g * G) // sbs
                             q = np.int64(QA[i, x]) * np.int64(QB[x, j0 + j])
@@ -907,13 +897,10 @@ def grouped_kernel(SA, EA, NA, SB, EB, NB, QA, XA, QB, XB, C, D, k, L, G, sbs, F
                             wg = wmin + XA[i, x] + XB[x, j0 + j]
                             total += _cut_int(abs(pg) * q, wg - lsb, gneg, align)
                             negs = negs & gneg
-                            nothing = nothing & (zero[g, j] | (q == 0))
                         v = np.float64(total) * _pow2(min(max(lsb, -1000), 1000))
                         v = (-0.0 if negs else 0.0) if total == 0 else v
                         r = _round(v, step[0], step[1], step[2], step[3], step[4], step[5],
                                    keep_sign)
-                        if ez == sent and nothing:
-                            r = (-0.0 if cneg else 0.0) if keep_sign else 0.0
                         drow[j] = r if finite else c
                 if has_out:
                     _round_row(drow, w, outr, keep_sign)

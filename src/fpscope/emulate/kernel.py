@@ -78,7 +78,7 @@ _KNOWN_FIELDS = frozenset((
     "name", "arch", "in_format", "out_format", "block_size", "k", "frac_bits", "alignment",
     "e_zero", "step_rounding", "output_rounding", "flush_inputs", "flush_outputs", "nan_bits",
     "neg_zero_to_pos", "operand_conversion", "k_order", "c_entry", "status", "evidence",
-    "b_format", "scale_format", "scale_block_size"))
+    "b_format", "scale_format", "scale_block_size", "zero_sum_sign"))
 #: The fields the other node kinds read besides those (_pairwise, _two_stage, _grouped).
 _OTHER_NODE_FIELDS = frozenset(("node", "input_zero_sign", "frac_bits2", "alignment2",
                                 "product_groups", "c_drop_bits", "product_overflow",
@@ -526,7 +526,8 @@ def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
     with _threads(threads):
         _call(lossless_kernel, *ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
                         profile.block_size, (tiny(fout), positive), (tiny(fstep), False),
-                        profile.e_zero is None, step_args, not profile.neg_zero_to_pos, has_out,
+                        step_args, not profile.neg_zero_to_pos,
+                        not profile.neg_zero_to_pos and profile.zero_sum_sign == "ieee", has_out,
                         out_args, max(1, rows), max(1, cols))
     return _recompute(D, A_in, B_in, C, profile, bad_rows, bad_cols)
 

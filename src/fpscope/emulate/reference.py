@@ -15,7 +15,8 @@ Steps of one fused block (``d = rho(sum_i a_i * b_i + c)``):
 5. every term is cut at weight ``2^(e_max - F)`` (``profile.alignment``);
 6. the cut terms are summed exactly;
 7. rho = :func:`fpscope.formats.round_to_format` to ``profile.step_rounding``; overflow gives
-   +-Inf even under RZ, -0 becomes +0 (``neg_zero_to_pos``), NaN is canonical.
+   +-Inf even under RZ, -0 becomes +0 (``neg_zero_to_pos``), NaN is canonical; an exact zero
+   sum is -0 only where every term is -0 (+0 always under ``zero_sum_sign`` "positive").
 
 ``k / block_size`` blocks chain: the rounded result of one block is the c of the next.
 ``profile.k_order`` permutes the products first; with ``profile.c_entry == "last"`` the first
@@ -197,14 +198,13 @@ def _window_sum(terms, c: float, fc: Format, profile: Profile, chained: bool) ->
         sc = 1
     terms = [*terms, (sc, nc, 0, profile.e_zero) if nc == 0 else (sc, nc, ec - (fc.p - 1), ec)]
     exps = [t[3] for t in terms if t[3] is not None]
-    if not exps:
-        return 0.0 if profile.neg_zero_to_pos else _rho(math.copysign(0.0, sc), rounding, profile)
-    lsb = max(exps) - profile.frac_bits
+    lsb = max(exps, default=0) - profile.frac_bits  # no exponent: every term is zero
     total = sum(_cut(n, w - lsb, s, profile.alignment) for s, n, w, _ in terms if n)
     if total == 0:
-        # an exact zero sum: +0 under the NVIDIA rule; otherwise IEEE's sign rules in RNE/RZ
-        signs = {s for s, n, _, _ in terms}
-        neg = signs == {-1}
+        # an exact zero sum (zero terms included, whatever e_zero): +0 under the NVIDIA rule
+        # and zero_sum_sign "positive"; otherwise IEEE's sign rules in RNE/RZ
+        neg = (not profile.neg_zero_to_pos and profile.zero_sum_sign == "ieee"
+               and {s for s, n, _, _ in terms} == {-1})
         return _rho(-0.0 if neg else 0.0, rounding, profile)
     return _rho(_to_float_odd(total, lsb), rounding, profile)
 

@@ -18,7 +18,8 @@ docstring and NUMERICS.md section 2), evaluated with numpy over a batch of instr
   float64 exactly, as the reference's ``math.ldexp(total, lsb)`` does;
 * rho is :func:`fpscope.formats.round_to_format` with the reference's rules: +-Inf when
   ``|x| >= 2^(emax + 1)`` in every mode (RZ included), ``-0 -> +0`` (``neg_zero_to_pos``), an
-  exact zero sum is -0 only when every term (zero terms included) is negative;
+  exact zero sum is -0 only when every term (zero terms included) is negative (never under
+  ``zero_sum_sign`` "positive");
 * NaN / Inf operands follow the reference's ``_special``: NaN if any operand is NaN, Inf * 0,
   or Infs of both signs meet (c included); otherwise the Inf.
 
@@ -273,8 +274,9 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbi
     C = _decode(c, c_fmt, profile.flush_inputs)
     if positive and first:
         C.neg = _positive_zeros(C)
-    czero = C.S == 0
     allneg = np.all(pneg, axis=-1) & C.neg
+    if profile.zero_sum_sign == "positive":  # an exact zero sum is +0
+        allneg = np.zeros_like(allneg)
     if profile.lossless:  # nothing is cut: the exact sum, rounded to odd, then rho
         pv = np.ldexp(n.astype(np.float64), lead - pbits)
         cv = np.ldexp(C.S.astype(np.float64), C.e - (c_fmt.p - 1))
@@ -286,11 +288,6 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbi
     else:
         d = _window_sum(n, lead - pbits, np.where(pzero, ez, lead), pneg, C, c_fmt, profile,
                         allneg)
-    if profile.e_zero is None:
-        nothing = np.all(pzero, axis=-1) & czero
-        if nothing.any():
-            zero = 0.0 if profile.neg_zero_to_pos else np.where(C.neg, -0.0, 0.0)
-            d = np.where(nothing, zero, d)
     return _apply_specials(d, A, B, c, profile, finite)
 
 
@@ -351,11 +348,6 @@ def _grouped_block(A: _Dec, B: _Dec, SA: _Dec, SB: _Dec, c: np.ndarray, c_fmt: F
     allneg = np.all(gneg, axis=-1) & C.neg
     d = _window_sum(np.abs(P) * sS, wmin + se - 2 * (fs.p - 1), np.where(zero, ez, se), gneg,
                     C, c_fmt, profile, allneg)
-    if profile.e_zero is None:
-        nothing = np.all(zero, axis=-1) & (C.S == 0)
-        if nothing.any():
-            zero_d = 0.0 if profile.neg_zero_to_pos else np.where(C.neg, -0.0, 0.0)
-            d = np.where(nothing, zero_d, d)
     return _apply_specials(d, _fold(A, SA), _fold(B, SB), c, profile, False)
 
 

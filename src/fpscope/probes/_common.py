@@ -258,6 +258,7 @@ def candidate_profile(ctx: Ctx, **changes):
         flush_inputs=kn.get("flush_inputs", False), flush_outputs=kn.get("flush_outputs", False),
         nan_bits=kn.get("nan_bits", default_nan_bits(ctx.fout)),
         neg_zero_to_pos=kn.get("neg_zero_to_pos", True),
+        zero_sum_sign=kn.get("zero_sum_sign", "ieee"),
         operand_conversion=kn.get("operand_conversion", "truncate" if ctx.fin.name == "tf32" else None),
         k_order=kn.get("k_order"), c_entry=kn.get("c_entry", kn.get("c_entry_hint", "first")),
         status="experimental")

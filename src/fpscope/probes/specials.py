@@ -11,9 +11,13 @@ Inputs and what each outcome means:
   product (-Inf): these follow the model's rules or the op does not fit. Input formats without
   NaN or Inf (OCP fp6/fp4) leave out the operand cases and take c = NaN (d NaN, its bits give
   ``nan_bits``) and c = +Inf (d = +Inf) instead.
-* a negative sum that rounds to zero (one product -2^(emin(out) - p(out)), c = +0): its sign
-  must follow the -0 sum's rule, else no ``neg_zero_to_pos`` value describes the op (mmasim's
-  CDNA1 bf16 model: +0 for -0 terms, -0 here). Not observable where no product is that small.
+* a negative sum that rounds to zero (one product -2^(emin(out) - p(out)), the others and c -0;
+  under a flush of outputs -2^(emin(out) - 1), which is flushed): -0 where
+  the -0 sum gave -0 (IEEE), or +0 where it gave +0 (``neg_zero_to_pos``); -0 after a +0 for
+  the -0 sum is an exact zero sum made +0 while a rounded one keeps its sign
+  (``zero_sum_sign`` "positive", ``neg_zero_to_pos`` False: mmasim's AMD CDNA1 model); +0 after
+  a -0 fits no profile. Not observable where no product is that small (the profile keeps the
+  -0 sum's rule).
 * overflow: c = 2^emax(out) and a product 2^emax(out): the exact sum 2^(emax + 1) must give +Inf
   in every rounding mode (the model); a finite result means saturating overflow, which the
   profile cannot express. Not observable when no product reaches 2^emax(out) (fp16 inputs with
@@ -41,10 +45,17 @@ def run(ctx: Ctx) -> list[Finding]:
     if d == 0:
         pos = math.copysign(1.0, d) > 0
         ctx.known["neg_zero_to_pos"] = pos
-        out.append(Finding(FAMILY, "neg_zero_to_pos", pos, rows=1,
+        under = _negative_underflow(ctx, pos)  # where -0 results are kept: zero_sum_sign too
+        nz = ctx.known["neg_zero_to_pos"]
+        out.append(Finding(FAMILY, "neg_zero_to_pos", nz, rows=1,
                            evidence=[ctx.evidence(row, d, "sum of -0 products and c = -0")],
-                           note="a -0 sum is returned as +0" if pos else "a -0 sum stays -0 (IEEE)"))
-        out.extend(_negative_underflow(ctx, pos))
+                           note="a -0 sum is returned as +0" if nz else
+                           "a -0 sum stays -0 (IEEE)" if not pos else
+                           "a -0 sum is +0 as an exact zero sum (zero_sum_sign), -0 results "
+                           "are kept" if ctx.known.get("zero_sum_sign") == "positive" else
+                           "a -0 sum gives +0 (c is added last to blocks started from +0), -0 "
+                           "results are kept"))
+        out.extend(under)
     else:
         out.append(Finding(FAMILY, "neg_zero_to_pos", None, fits=False, rows=1,
                            evidence=[ctx.evidence(row, d)], note=f"a sum of zeros gave {d!r}"))
@@ -117,33 +128,62 @@ def run(ctx: Ctx) -> list[Finding]:
 
 
 def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
-    """One product -2^(emin - p) (half the smallest subnormal output) in the last block, c = +0:
-    a negative sum that rounds to zero. Its sign must follow the same rule as the -0 sum (one
-    ``neg_zero_to_pos`` flag covers both); mmasim's CDNA1 model returns +0 for a sum of -0 terms
-    but keeps -0 here (bf16 inputs; tests/test_mmasim_oracle.py), which no profile expresses."""
+    """The sign of a negative sum that rounds to zero, and of exact zero sums after it.
+
+    Row 1: one product -2^(emin - p) (half the smallest subnormal output; under
+    ``flush_outputs`` half the smallest normal one, which is flushed) in the last block, every
+    other product and c -0: a negative sum that rounds to zero (or, where e_zero cuts the
+    product, an exact zero sum of -0 terms). +0: ``neg_zero_to_pos`` (a -0 sum, ``pos`` False,
+    then fits no profile); -0: -0 results are kept. Then which exact zero sums are -0
+    (``zero_sum_sign``): row 2, with more than one block, puts the product in the first block
+    instead: its -0 meets blocks of -0 products, an exact zero sum of -0 terms, -0 under "ieee"
+    and +0 under "positive" (mmasim's CDNA1 model). With one block the -0 sum (``pos``) tells
+    (+0: "positive"; where c is added last the block starts from +0 and both rules agree)."""
     fout = ctx.fout
-    if ctx.known.get("flush_outputs"):
-        return []
-    v = -0.5 * fout.min_subnormal
+    v = -0.5 * (fout.min_normal if ctx.known.get("flush_outputs") else fout.min_subnormal)
+
+    def row(slot):  # every other term -0: a cut product leaves an exact zero sum of -0 terms
+        return ctx.row([(slot, v)], c=-0.0,
+                       raw=[(k, -0.0, 1.0) for k in range(ctx.K) if k != slot])
+
     try:
-        row = ctx.row([(ctx.blocks[-1][0], v)])
+        rows = [row(ctx.blocks[-1][0])] + ([row(ctx.blocks[0][0])] if len(ctx.blocks) > 1
+                                            else [])
     except NotRepresentable:
         return [Finding(FAMILY, "neg_underflow_sign", None, observable=False,
-                        note=f"no product of {ctx.operands} values is as small as {v!r}: a negative sum that "
-                             f"rounds to zero cannot be formed; its sign is assumed to follow "
-                             f"the -0 rule")]
-    d = float(ctx.run([row])[0])
-    ev = [ctx.evidence(row, d, f"one product {v!r}, c = +0: a negative sum rounding to zero")]
-    if d != 0:
+                        note=f"no product of {ctx.operands} values is as small as {v!r}: a "
+                             f"negative sum that rounds to zero cannot be formed; its sign is "
+                             f"assumed to follow the -0 sum's")]
+    d = [float(x) for x in ctx.run(rows)]
+    ev = [ctx.evidence(rows[0], d[0], f"one product {v!r} in the last block, the other "
+                                      f"products and c -0: a negative sum rounding to zero")]
+    if d[0] != 0:
         return [Finding(FAMILY, "neg_underflow_sign", None, observable=False, rows=1, evidence=ev,
-                        note=f"the negative tiny sum gave {d!r}, not a zero: nothing to compare")]
-    dpos = math.copysign(1.0, d) > 0
-    if dpos == pos:
-        return [Finding(FAMILY, "neg_underflow_sign", "+0" if dpos else "-0", rows=1,
-                        evidence=ev, note="a negative sum that rounds to zero follows the same "
-                                          "sign rule as the -0 sum")]
-    return [Finding(FAMILY, "neg_underflow_sign", "+0" if dpos else "-0", fits=False, rows=1,
-                    evidence=ev,
-                    note=f"a sum of -0 terms gives {'+0' if pos else '-0'} but a negative sum that "
-                         f"rounds to zero gives {'+0' if dpos else '-0'}: one neg_zero_to_pos flag "
-                         f"cannot express both (the profile keeps the -0 sum's rule)")]
+                        note=f"the negative tiny sum gave {d[0]!r}, not a zero: nothing to "
+                             f"compare")]
+    if math.copysign(1.0, d[0]) > 0:
+        if pos:
+            return [Finding(FAMILY, "neg_underflow_sign", "+0", rows=1, evidence=ev,
+                            note="a negative sum that rounds to zero gives +0, as the -0 sum")]
+        return [Finding(FAMILY, "neg_underflow_sign", "+0", fits=False, rows=1, evidence=ev,
+                        note="a sum of -0 terms gives -0 but a negative sum that rounds to zero "
+                             "gives +0: no profile expresses both (it keeps the -0 sum's rule)")]
+    ctx.known["neg_zero_to_pos"] = False
+    rule, why = ("positive" if pos else "ieee"), "the -0 sum above"
+    if len(d) > 1 and d[1] == 0:
+        rule = "ieee" if math.copysign(1.0, d[1]) < 0 else "positive"
+        why = "the first block's -0 met by -0 products"
+        ev.append(ctx.evidence(rows[1], d[1], f"the product {v!r} in the first block: its -0 "
+                                              f"meets the -0 products of the later blocks"))
+    if rule == "positive" and not pos:
+        return [Finding(FAMILY, "zero_sum_sign", None, fits=False, rows=len(d), evidence=ev,
+                        note="a sum of -0 terms gives -0, but the first block's -0 met by -0 "
+                             "products gives +0: no zero_sum_sign expresses both")]
+    ctx.known["zero_sum_sign"] = rule
+    if rule == "positive":
+        return [Finding(FAMILY, "zero_sum_sign", "positive", rows=len(d), evidence=ev,
+                        note=f"an exact zero sum is +0 ({why}), but a negative sum that rounds "
+                             f"to zero stays -0: zero_sum_sign positive, neg_zero_to_pos False")]
+    return [Finding(FAMILY, "neg_underflow_sign", "-0", rows=len(d), evidence=ev,
+                    note=f"a negative sum that rounds to zero stays -0, and an exact zero sum "
+                         f"of -0 terms is -0 ({why})")]

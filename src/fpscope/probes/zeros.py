@@ -6,7 +6,9 @@ Inputs (first block, every other product +0, c = +0): a term X on the output's r
 plus a term +-delta = +-2^s for s from just below X's exponent down to the smallest product. If
 the zero terms set e_max (e_zero above X's exponent), delta survives the cut exactly when
 s >= e_zero - F, and its presence moves X across a rounding point in at least one of the variants
-(X - delta under RZ/RD, X + delta under RU, a tie +- delta under RNE/RNA).
+(X - delta under RZ/RD, X + delta under RU, a tie +- delta under RNE/RNA). Under floor alignment
+a -delta below the cut becomes -2^(e_max - F) instead of vanishing, so only +delta is used, with
+X of both signs (-X + delta under RZ); RD is then not seen this way.
 
 A first route uses c alone (c entering the first block): c = 2^e + 2^(e - j) loses its low bit
 once the zero products' e_zero - F lies above it (fp32 outputs: only e_zero above about -126;
@@ -73,15 +75,70 @@ def _c_route(ctx: Ctx, F: int):
                          f"products set e_max = e_zero = {e_zero}")]
 
 
+def _grid(ctx: Ctx):
+    """The coarser of the step and output formats: its subnormals set the smallest rounding grid
+    (e8m13 steps into an fp32 output: 2^-139, not 2^-149)."""
+    from ..profile import resolve_format
+
+    step = resolve_format(ctx.known.get("step_rounding", (ctx.fout.name, "RZ"))[0])
+    return step if step.p < ctx.fout.p else ctx.fout
+
+
+def _sign_route(ctx: Ctx, F: int):
+    """Where -0 results are kept (``neg_zero_to_pos`` False, from the specials family): one
+    product -2^e alone (the other products +0, c = -0, which a c added last needs to keep a
+    -0), so small that the result is a zero
+    (below half the smallest subnormal of the grid, or below its smallest normal when outputs
+    are flushed). Kept by the window, it is a negative sum rounded to -0; cut (e < e_zero - F),
+    the exact zero sum of +0 and -0 terms is +0. The largest e giving +0, below an e giving -0,
+    gives e_zero = e + 1 + F; None when no row is cut (or every row is). Floor alignment makes a
+    cut negative term -2^(e_max - F): there the row is +2^e and -2^(e-1), +0 when kept (a
+    positive sum rounded to zero) and -0 when both are cut (only the -2^(e_max - F) is left)."""
+    fmt = _grid(ctx)
+    blk = ctx.blocks[-1]
+    floor = ctx.known.get("alignment") == "floor"
+    if floor and len(blk) < 2:
+        return None
+    sub_ok = not ctx.known.get("flush_inputs", False)
+    top = fmt.emin - 1 if ctx.known.get("flush_outputs") else fmt.emin - fmt.p
+    smallest = ctx.fin.min_subnormal * ctx.fb.min_subnormal
+    rows, es = [], []
+    for e in range(top, exponent(smallest) - 1 + floor, -1):
+        terms = ([(blk[0], math.ldexp(1.0, e)), (blk[1], -math.ldexp(1.0, e - 1))] if floor
+                 else [(blk[0], -math.ldexp(1.0, e))])
+        try:
+            row = ctx.row(terms, c=-0.0, allow_subnormal=sub_ok)
+        except NotRepresentable:
+            continue
+        if all(ctx.lead(row[0][k], row[1][k]) == math.frexp(abs(x))[1] - 1 for k, x in terms):
+            rows.append(row)
+            es.append(e)
+    if len(rows) < 2:
+        return None
+    d = ctx.run(rows)
+    if any(float(v) != 0 for v in d):  # RD and the like: not a zero, no sign to read
+        return None
+    cut = [(math.copysign(1.0, float(v)) > 0) != floor for v in d]
+    if not any(cut) or cut[0] or not all(cut[cut.index(True):]):
+        return None
+    T = es[cut.index(True)]
+    e_zero = T + 1 + F
+    ctx.known["e_zero"] = e_zero
+    what = "2^e and -2^(e-1)" if floor else "-2^e alone"
+    ev = [ctx.evidence(r, float(v), f"{what}, e = {e}") for r, v, e in zip(rows, d, es)
+          if abs(e - T) <= 1]
+    kept, cut_ = ("+0", "-0") if floor else ("-0", "+0")
+    return [Finding(FAMILY, "e_zero", e_zero, rows=len(rows), evidence=ev,
+                    note=f"products {what} give {kept} (kept, rounded to zero) for e > {T} "
+                         f"and {cut_} (cut) for e <= {T}: the zero terms set "
+                         f"e_max = e_zero = {e_zero}")]
+
+
 def _single_route(ctx: Ctx, F: int, sub_ok: bool):
     """One product 2^e alone, e downward over the output's range: it is lost (d = 0) once
     e < e_zero - F (the zeros set e_max). The largest lost e gives e_zero = e + 1 + F."""
-    fout = ctx.fout
     p0 = ctx.blocks[-1][0]  # last block: a tiny step result is not chained into a later block
-    from ..profile import resolve_format
-
-    step = resolve_format(ctx.known.get("step_rounding", (fout.name, "RZ"))[0])
-    fmt = step if step.p < fout.p else fout  # the coarser grid: its subnormals set the floor
+    fmt = _grid(ctx)
     lo = fmt.emin if ctx.known.get("flush_outputs") else fmt.emin - fmt.p + 1
     rows, es = [], []
     for e in range(lo + 80, lo - 1, -1):
@@ -111,7 +168,7 @@ def _single_route(ctx: Ctx, F: int, sub_ok: bool):
 
 
 def run(ctx: Ctx) -> list[Finding]:
-    fin, fout = ctx.fin, ctx.fout
+    fin = ctx.fin
     if ctx.known.get("frac_bits_at_least", True):
         return _not_obs(ctx, "F is not bounded by the probes")
     F = ctx.known["frac_bits"]
@@ -119,15 +176,24 @@ def run(ctx: Ctx) -> list[Finding]:
         found = _c_route(ctx, F)
         if found is not None:
             return found
+    if not ctx.known.get("neg_zero_to_pos", True):
+        found = _sign_route(ctx, F)
+        if found is not None:
+            return found
     if ctx.known.get("flush_outputs"):
         return _not_obs(ctx, "subnormal outputs are flushed")
     blk = ctx.blocks[-1]  # last block: tiny step results are not re-read (and flushed) as inputs
     if len(blk) < 2:
         return _not_obs(ctx, "one product per block")
-    g = fout.min_subnormal
+    g = _grid(ctx).min_subnormal
     sub_ok = not ctx.known.get("flush_inputs", False)
+    # floor alignment makes a negative term below the cut -2^(e_max - F), not 0: only +delta
+    # can vanish there, so X also takes negative values (X + delta crosses toward zero)
+    floor = ctx.known.get("alignment") == "floor"
+    signs = (1.0,) if floor else (1.0, -1.0)
     xs, leads = [], []
-    for x in (g, 0.5 * g, 1.5 * g, 2 * g, 3 * g):
+    for x in [v * sx for sx in ((1.0, -1.0) if floor else (1.0,))
+              for v in (g, 0.5 * g, 1.5 * g, 2 * g, 3 * g)]:
         try:
             a, b, _ = ctx.row([(blk[0], x)])  # normal operands: the lead is X's exponent
             xs.append(x)
@@ -136,7 +202,7 @@ def run(ctx: Ctx) -> list[Finding]:
             pass
     if not xs:
         return _not_obs(ctx, f"no product of {ctx.operands} values lies on the smallest "
-                             f"{fout.name} rounding grid (the smallest product is too large)")
+                             f"{_grid(ctx).name} rounding grid (the smallest product is too large)")
     e_top = max(leads)
     smallest = (fin.min_subnormal * ctx.fb.min_subnormal if sub_ok
                 else fin.min_normal * ctx.fb.min_normal)
@@ -145,7 +211,7 @@ def run(ctx: Ctx) -> list[Finding]:
     for s in range(e_top - 1, s_lo - 1, -1):
         delta = math.ldexp(1.0, s)
         for x in xs:
-            for sign in (1.0, -1.0):
+            for sign in signs:
                 try:
                     row = ctx.row([(blk[0], x), (blk[1], sign * delta)], allow_subnormal=sub_ok)
                 except NotRepresentable:
