@@ -271,19 +271,25 @@ def test_c4_numpy_targets_place_operands_at_the_offset(offset, monkeypatch):
 def test_c5_torch_matmul_rows_sweep():
     """K = 300 instead of 1000 to stay fast. threads=1: on the shared 2-core machine torch's
     default thread pool made the M = 1 reveal take 0.1 to 7 s under load; the revealed trees are
-    the same with the default threads (checked for M = 1, 2, 64; test_cli sweeps rows=1,2 with
-    the default)."""
+    the same with the default threads (checked for M = 1, 2, 64; test_cli sweeps rows with the
+    default). Where the tree changes is the CPU's (torch picks its kernels by CPU): on an
+    AVX-512 Xeon between M = 1 and 2 (M >= 2 one left fold), on an AMD EPYC between M = 3 and 4
+    (M <= 3 one left fold); every revealed tree is replayed bit for bit by the sweep."""
     pytest.importorskip("torch")
     rows = [1, 2, 4, 8, 16, 32, 64]
     res = sweep("rows", rows,
                 lambda m: make_target("torch.matmul", shape=(m, 300, 300), threads=1),
                 replay_samples=4)
     assert all(r["error"] is None for r in res.rows), res.rows
-    assert res.changes == [(1, 2)]
-    ids = {r["value"]: r["tree_id"] for r in res.rows}
-    assert ids[1] != ids[2] and len({ids[m] for m in rows[1:]}) == 1
-    # the GEMM path (M >= 2) adds the K products in one left fold
-    assert res.trees[ids[2]] == SumTree.sequential(300)
+    ids = [r["tree_id"] for r in res.rows]
+    assert res.changes == [(rows[i], rows[i + 1]) for i in range(len(rows) - 1)
+                           if ids[i] != ids[i + 1]]
+    if not res.changes:
+        pytest.skip("this machine's torch takes one K-order for every M (case C5 not seen)")
+    # a tree, once left, does not come back (M picks a kernel by thresholds), and one of the
+    # kernels adds the K products in one left fold
+    assert len(set(ids)) == len(res.changes) + 1
+    assert SumTree.sequential(300) in res.trees.values()
 
 
 # -- the real numpy float32 sum ----------------------------------------------------------------

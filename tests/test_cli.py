@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -389,11 +390,20 @@ def test_sweep_json(capsys):
 
 
 def test_sweep_rows_torch_matmul(capsys):
+    """The CLI names the rows between which the tree changes, as its table shows them (where
+    depends on the CPU: tests/test_cases.py::test_c5_torch_matmul_rows_sweep)."""
     pytest.importorskip("torch")
-    rc, out, err = cli(capsys, "reveal", "torch.matmul", "--shape", "1x300x300", "--sweep", "rows=1,2",
-                       "--samples", "4")
+    rc, out, err = cli(capsys, "reveal", "torch.matmul", "--shape", "1x300x300", "--sweep",
+                       "rows=1,2,4", "--samples", "4")
     assert rc == 0, err
-    assert "1 -> 2" in flat(out)
+    text = flat(out)
+    trees = re.findall(r"│ (\d+) +│ ([A-Z]) +│", out)
+    assert [m for m, _ in trees] == ["1", "2", "4"], out
+    changes = [f"{a} -> {b}" for (a, x), (b, y) in zip(trees, trees[1:]) if x != y]
+    if changes:
+        assert "tree changes between " + ", ".join(changes) in text
+    else:
+        assert "the tree does not change with rows" in text
 
 
 @pytest.mark.parametrize("extra, made", [

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fpscope.diff import zero_sign_rows
 from fpscope.emulate.vectorized import fdpa_batch
 from fpscope.probes.blackbox import SimulatedTarget
 from fpscope.probes.driver import probe
+from fpscope.probes.specials import zero_sign_rows
 from fpscope.profile import Profile
 
 STEPS = [("fp32", "RZ"), ("fp32", "RNE"), ("e8m13", "RZ"), ("e8m13", "RNE"), ("fp16", "RZ"),
@@ -98,6 +98,20 @@ EDGES = {
     # specials: c added last, -0 carried from the first block into the second
     "c last, chained -0": _edge(block_size=4, k=8, e_zero=None, c_entry="last",
                                 neg_zero_to_pos=False),
+    # zeros: every power-of-two product survives the cut; the low bits of products do not
+    "cut among low bits": _edge(in_format="fp16", out_format="fp16", block_size=4,
+                                e_zero=-18, step_rounding=("fp16", "RZ"), flush_inputs=True),
+    # zeros: the sign route with products of subnormal operands (their lead above their value)
+    "flushed fp16, -0 kept": _edge(in_format="fp16", out_format="fp16", e_zero=-18,
+                                   step_rounding=("fp16", "RZ"), flush_outputs=True,
+                                   neg_zero_to_pos=False),
+    # specials: fp16 products cannot round to zero in fp32; a flushed c can
+    "c last, flushed c": _edge(in_format="fp16", block_size=4, e_zero=None, c_entry="last",
+                               flush_inputs=True, flush_outputs=True, neg_zero_to_pos=False),
+    # specials' zero_rules: a -0 only from a chained subnormal flushed on input, beside a
+    # product that e_zero cuts (seen once e_zero is known)
+    "c last, flushed chained -0": _edge(block_size=4, k=8, flush_inputs=True, c_entry="last",
+                                        neg_zero_to_pos=False),
     # specials: the underflow under flushed outputs
     "flushed, zero sums +0": _edge(e_zero=-132, frac_bits=24, flush_outputs=True,
                                    neg_zero_to_pos=False, zero_sum_sign="positive"),
@@ -110,5 +124,9 @@ def test_edge_profile_round_trip(name):
     rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=2048, seed=1)
     assert rep.fits and rep.accepted, rep.reason
     q = rep.profile
-    assert (q.e_zero, tuple(q.step_rounding), q.neg_zero_to_pos, q.zero_sum_sign) == \
-        (p.e_zero, tuple(p.step_rounding), p.neg_zero_to_pos, p.zero_sum_sign)
+    assert (q.e_zero, tuple(q.step_rounding), q.neg_zero_to_pos) == \
+        (p.e_zero, tuple(p.step_rounding), p.neg_zero_to_pos)
+    A, B, C = zero_sign_rows(p)  # zero_sum_sign: equal, or alike for this structure
+    assert (fdpa_batch(A, B, C, p).view(np.int64) == fdpa_batch(A, B, C, q).view(np.int64)).all()
+    if p.k > p.block_size and p.c_entry == "first":
+        assert q.zero_sum_sign == p.zero_sum_sign

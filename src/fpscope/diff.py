@@ -426,39 +426,13 @@ def _nan_witness(a: Profile, b: Profile) -> dict | None:
             "a": f"0x{ba:0{width}x}", "b": f"0x{bb:0{width}x}"}
 
 
-def zero_sign_rows(p: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Instruction inputs a, b (R, k) and c (R,) whose outputs are zeros of either sign under
-    most profiles: products +0 or -0 and c +0 or -0, alone or with one product of +- half the
-    smallest subnormal (or normal) output in any slot, which rounds (or is flushed) to zero
-    where the window keeps it; unit block scales. They decide ``neg_zero_to_pos`` and
-    ``zero_sum_sign``, which random inputs almost never reach. Values the input format cannot
-    split into a product are left out."""
-    from .formats import is_representable
-
-    fin, fb = (resolve_format(f) for f in p.operand_formats)
-    fout = resolve_format(p.out_format)
-    tiny = []
-    for v in (0.5 * fout.min_subnormal, 0.5 * fout.min_normal):
-        e = math.frexp(v)[1] - 1
-        x, y = 2.0 ** (e // 2), v / 2.0 ** (e // 2)
-        if is_representable(np.array([x]), fin)[0] and is_representable(np.array([y]), fb)[0]:
-            tiny += [(x, y), (x, -y)]
-    A, B, C = [], [], []
-    for zero in (0.0, -0.0):
-        for c in (0.0, -0.0):
-            A.append([zero] * p.k), B.append([1.0] * p.k), C.append(c)
-            for x, y in tiny:
-                for j in range(p.k):
-                    A.append([zero] * p.k), B.append([1.0] * p.k), C.append(c)
-                    A[-1][j], B[-1][j] = x, y
-    return np.array(A), np.array(B), np.array(C)
-
-
 def _zero_witness(a: Profile, b: Profile) -> dict | None:
-    """Profiles that differ in the signs of zero results: the first of :func:`zero_sign_rows`
-    on which they differ (one instruction, the same k; checked by the emulator)."""
+    """Profiles that differ in the signs of zero results: the first of
+    :func:`fpscope.probes.specials.zero_sign_rows` on which they differ (one instruction, the
+    same k; checked by the emulator)."""
     from .emulate.library import has_library_level
     from .emulate.vectorized import fdpa_batch
+    from .probes.specials import zero_sign_rows
 
     if a.k != b.k or has_library_level(a) or has_library_level(b):
         return None

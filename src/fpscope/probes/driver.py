@@ -9,8 +9,10 @@
 
 assembles a :class:`~fpscope.profile.Profile` (status "experimental"; parameters that no input of
 these formats can show take the documented default of their family and are listed as not
-observable), and proves it by :func:`fpscope.probes.validate.validate` (random differential
-testing against the vectorised engine). When a family's outputs contradict the fused-block model,
+observable), checks its zero rules once more with everything else known
+(:func:`fpscope.probes.specials.zero_rules`), and proves it by
+:func:`fpscope.probes.validate.validate` (random differential testing against the vectorised
+engine). When a family's outputs contradict the fused-block model,
 the report says "does not fit a fused-block model" with the reason, and no profile is invented.
 
 Block-scaled targets (MX / NVFP4, ``target(A, B, C, scale_a, scale_b)``;
@@ -393,6 +395,12 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
         except ValueError as exc:
             rep.fits = False
             rep.reason = f"the parameters found do not form a valid profile: {exc}"
+    if (rep.fits and node_profile is None and not target.scaled and lib is None
+            and rep.profile is not None):
+        found, rep.profile = specials.zero_rules(ctx, rep.profile)
+        rep.findings.extend(found)
+        if any(not f.fits for f in found):
+            rep.fits, rep.reason = False, f"{found[0].feature}: {found[0].note}"
     if target.scaled and rep.fits and rep.profile is not None:
         found, rep.profile = scales.entry(ctx, rep.profile)
         for f in found:

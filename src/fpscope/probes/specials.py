@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..profile import Profile
 from ._common import Ctx, Finding, NotRepresentable, default_nan_bits
 from .blackbox import nan_bits_of
 
@@ -146,17 +149,22 @@ def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
         return ctx.row([(slot, v)], c=-0.0,
                        raw=[(k, -0.0, 1.0) for k in range(ctx.K) if k != slot])
 
+    what = f"one product {v!r} in the last block, the other products and c -0"
     try:
         rows = [row(ctx.blocks[-1][0])] + ([row(ctx.blocks[0][0])] if len(ctx.blocks) > 1
                                             else [])
     except NotRepresentable:
-        return [Finding(FAMILY, "neg_underflow_sign", None, observable=False,
-                        note=f"no product of {ctx.operands} values is as small as {v!r}: a "
-                             f"negative sum that rounds to zero cannot be formed; its sign is "
-                             f"assumed to follow the -0 sum's")]
+        c_read = ctx.known.get("c_entry", "first") == "last" or not ctx.known.get("flush_inputs")
+        if not (ctx.known.get("flush_outputs") and c_read):
+            return [Finding(FAMILY, "neg_underflow_sign", None, observable=False,
+                            note=f"no product of {ctx.operands} values is as small as {v!r}: a "
+                                 f"negative sum that rounds to zero cannot be formed; its sign "
+                                 f"is assumed to follow the -0 sum's")]
+        # outputs are flushed: c = the smallest negative subnormal with -0 products is one
+        what = f"c = {-fout.min_subnormal!r} (flushed), every product -0"
+        rows = [ctx.row([], c=-fout.min_subnormal, raw=[(k, -0.0, 1.0) for k in range(ctx.K)])]
     d = [float(x) for x in ctx.run(rows)]
-    ev = [ctx.evidence(rows[0], d[0], f"one product {v!r} in the last block, the other "
-                                      f"products and c -0: a negative sum rounding to zero")]
+    ev = [ctx.evidence(rows[0], d[0], f"{what}: a negative sum rounding to zero")]
     if d[0] != 0:
         return [Finding(FAMILY, "neg_underflow_sign", None, observable=False, rows=1, evidence=ev,
                         note=f"the negative tiny sum gave {d[0]!r}, not a zero: nothing to "
@@ -187,3 +195,69 @@ def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
     return [Finding(FAMILY, "neg_underflow_sign", "-0", rows=len(d), evidence=ev,
                     note=f"a negative sum that rounds to zero stays -0, and an exact zero sum "
                          f"of -0 terms is -0 ({why})")]
+
+
+def zero_sign_rows(p: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Instruction inputs a, b (R, k) and c (R,) whose outputs are zeros of either sign under
+    most profiles: products +0 or -0 and c +0 or -0, alone or with one product of +- half the
+    smallest subnormal (or normal) output in any slot, which rounds (or is flushed) to zero
+    where the window keeps it; unit block scales. They decide ``neg_zero_to_pos`` and
+    ``zero_sum_sign``, which random inputs almost never reach. Values the input format cannot
+    split into a product are left out."""
+    from ..formats import is_representable
+    from ..profile import resolve_format
+
+    fin, fb = (resolve_format(f) for f in p.operand_formats)
+    fout = resolve_format(p.out_format)
+    tiny = []
+    for v in (0.5 * fout.min_subnormal, 0.5 * fout.min_normal):
+        e = math.frexp(v)[1] - 1
+        x, y = 2.0 ** (e // 2), v / 2.0 ** (e // 2)
+        if is_representable(np.array([x]), fin)[0] and is_representable(np.array([y]), fb)[0]:
+            tiny += [(x, y), (x, -y)]
+    A, B, C = [], [], []
+    for zero in (0.0, -0.0):
+        for c in (0.0, -0.0):
+            A.append([zero] * p.k), B.append([1.0] * p.k), C.append(c)
+            for x, y in tiny:
+                for j in range(p.k):
+                    A.append([zero] * p.k), B.append([1.0] * p.k), C.append(c)
+                    A[-1][j], B[-1][j] = x, y
+    return np.array(A), np.array(B), np.array(C)
+
+
+#: The zero rules a profile can state: (neg_zero_to_pos, zero_sum_sign), in the order of
+#: preference among rules that give the same outputs (NVIDIA's first).
+ZERO_RULES = ((True, "ieee"), (False, "ieee"), (False, "positive"))
+
+
+def zero_rules(ctx: Ctx, profile: Profile) -> tuple[list[Finding], Profile]:
+    """Check the zero rules of the assembled ``profile`` (a fused node, no block scales) on
+    :func:`zero_sign_rows` run through the op, now that e_zero, F and the flushes are known
+    (the rows above ran before them; a product cut by e_zero or a -0 made by flushing a
+    chained subnormal can hide or show a rule there). The profile's rule is kept when it
+    reproduces every row; else the first of :data:`ZERO_RULES` that does replaces it; none:
+    a finding that does not fit."""
+    from ..emulate.vectorized import fdpa_batch
+
+    A, B, C = zero_sign_rows(profile)
+    d = ctx.run(list(zip(A, B, C)))
+
+    def fits(q):
+        return bool((fdpa_batch(A, B, C, q).view(np.int64) == d.view(np.int64)).all())
+
+    if fits(profile):
+        return [], profile
+    for nz, zs in ZERO_RULES:
+        q = profile.replace(neg_zero_to_pos=nz, zero_sum_sign=zs)
+        if fits(q):
+            ctx.known["neg_zero_to_pos"], ctx.known["zero_sum_sign"] = nz, zs
+            return [Finding(FAMILY, "zero_rules", f"neg_zero_to_pos {nz}, zero_sum_sign {zs}",
+                            rows=len(A), note=f"{len(A)} rows of zeros of both signs and tiny "
+                            f"products, with e_zero, F and the flushes known: "
+                            f"neg_zero_to_pos {nz}, zero_sum_sign {zs} reproduce them (the "
+                            f"rows above read {profile.neg_zero_to_pos}, "
+                            f"{profile.zero_sum_sign})")], q
+    return [Finding(FAMILY, "zero_rules", None, fits=False, rows=len(A),
+                    note=f"no zero rule reproduces the {len(A)} rows of zeros of both signs "
+                         f"and tiny products")], profile

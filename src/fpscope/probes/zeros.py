@@ -102,7 +102,7 @@ def _sign_route(ctx: Ctx, F: int):
     sub_ok = not ctx.known.get("flush_inputs", False)
     top = fmt.emin - 1 if ctx.known.get("flush_outputs") else fmt.emin - fmt.p
     smallest = ctx.fin.min_subnormal * ctx.fb.min_subnormal
-    rows, es = [], []
+    rows, es, leads = [], [], []
     for e in range(top, exponent(smallest) - 1 + floor, -1):
         terms = ([(blk[0], math.ldexp(1.0, e)), (blk[1], -math.ldexp(1.0, e - 1))] if floor
                  else [(blk[0], -math.ldexp(1.0, e))])
@@ -110,9 +110,9 @@ def _sign_route(ctx: Ctx, F: int):
             row = ctx.row(terms, c=-0.0, allow_subnormal=sub_ok)
         except NotRepresentable:
             continue
-        if all(ctx.lead(row[0][k], row[1][k]) == math.frexp(abs(x))[1] - 1 for k, x in terms):
-            rows.append(row)
-            es.append(e)
+        rows.append(row)  # a subnormal operand's product has a lead above its value
+        es.append(e)
+        leads.append(max(ctx.lead(row[0][k], row[1][k]) for k, _ in terms))
     if len(rows) < 2:
         return None
     d = ctx.run(rows)
@@ -123,6 +123,11 @@ def _sign_route(ctx: Ctx, F: int):
         return None
     T = es[cut.index(True)]
     e_zero = T + 1 + F
+    # every row as the cut at max(lead, e_zero) - F predicts (a subnormal operand's product
+    # leads above its value, and its own lead may set e_max)
+    if (cut != [e < max(ld, e_zero) - F for e, ld in zip(es, leads)]
+            or cut == [e < ld - F for e, ld in zip(es, leads)]):  # no zeros needed: None
+        return None
     ctx.known["e_zero"] = e_zero
     what = "2^e and -2^(e-1)" if floor else "-2^e alone"
     ev = [ctx.evidence(r, float(v), f"{what}, e = {e}") for r, v, e in zip(rows, d, es)
@@ -207,26 +212,46 @@ def run(ctx: Ctx) -> list[Finding]:
     smallest = (fin.min_subnormal * ctx.fb.min_subnormal if sub_ok
                 else fin.min_normal * ctx.fb.min_normal)
     s_lo = exponent(smallest) if smallest > 0 else -1100
-    rows, meta = [], []
-    for s in range(e_top - 1, s_lo - 1, -1):
-        delta = math.ldexp(1.0, s)
-        for x in xs:
-            for sign in signs:
-                try:
-                    row = ctx.row([(blk[0], x), (blk[1], sign * delta)], allow_subnormal=sub_ok)
-                except NotRepresentable:
-                    continue
-                if ctx.lead(row[0][blk[1]], row[1][blk[1]]) <= e_top:
-                    rows.append(row)
-                    meta.append((s, x))
+    def delta_rows(s_range, low_bit):
+        """Rows X + sign * 2^s: a product 2^s, or (``low_bit``, s below every power-of-two
+        product) the low bit of sign * (2^s_lo + 2^s) beside -sign * 2^s_lo."""
+        rows, meta = [], []
+        for s in s_range:
+            delta = math.ldexp(1.0, s)
+            for x in xs:
+                for sign in signs:
+                    terms = ([(blk[1], sign * (math.ldexp(1.0, s_lo) + delta)),
+                              (blk[2], -sign * math.ldexp(1.0, s_lo))] if low_bit
+                             else [(blk[1], sign * delta)])
+                    try:
+                        row = ctx.row([(blk[0], x)] + terms, allow_subnormal=sub_ok)
+                    except NotRepresentable:
+                        continue
+                    if all(ctx.lead(row[0][k], row[1][k]) <= e_top for k, _ in terms):
+                        rows.append(row)
+                        meta.append((s, x))
+        return rows, meta
+
+    rows, meta = delta_rows(range(e_top - 1, s_lo - 1, -1), False)
     if not rows:
         return _not_obs(ctx, "no small term can be formed")
     base_rows = [ctx.row([(blk[0], x)]) for x in xs]
     base = dict(zip(xs, ctx.run(base_rows)))
-    d = ctx.run(rows)
+    d = list(ctx.run(rows))
     changed: dict[int, bool] = {}
-    for (s, x), v in zip(meta, d):
-        changed[s] = changed.get(s, False) or not ctx.same(float(v), float(base[x]))
+
+    def tally(meta, d):
+        for (s, x), v in zip(meta, d):
+            changed[s] = changed.get(s, False) or not ctx.same(float(v), float(base[x]))
+
+    tally(meta, d)
+    if changed and changed[min(changed)] and len(blk) >= 3:
+        # even 2^s_lo survives: the cut may still lie among the lower bits of products
+        more, more_meta = delta_rows(range(s_lo - 1, s_lo - fin.p, -1), True)
+        if more:
+            more_d = list(ctx.run(more))
+            tally(more_meta, more_d)
+            rows, meta, d = rows + more, meta + more_meta, d + more_d
     ss = sorted(changed)
     hits = [s for s in ss if changed[s]]
     ev = [ctx.evidence(r, float(v), f"X = {x!r}, delta = 2^{s}")
