@@ -8,7 +8,13 @@ the zero terms set e_max (e_zero above X's exponent), delta survives the cut exa
 s >= e_zero - F, and its presence moves X across a rounding point in at least one of the variants
 (X - delta under RZ/RD, X + delta under RU, a tie +- delta under RNE/RNA). Under floor alignment
 a -delta below the cut becomes -2^(e_max - F) instead of vanishing, so only +delta is used, with
-X of both signs (-X + delta under RZ); RD is then not seen this way.
+X of both signs (-X + delta under RZ); RD is then not seen this way. Where even the smallest
+power-of-two product survives, the low bit of a product (2^s_lo + 2^s beside -2^s_lo) carries
+delta further down, to s_lo - (p_in - 1).
+
+Where -0 results are kept (``neg_zero_to_pos`` False), a third route reads the cut from the sign
+of a zero (:func:`_sign_route`); it also works where outputs are flushed, which hides the grid
+from the other routes.
 
 A first route uses c alone (c entering the first block): c = 2^e + 2^(e - j) loses its low bit
 once the zero products' e_zero - F lies above it (fp32 outputs: only e_zero above about -126;
@@ -86,11 +92,10 @@ def _grid(ctx: Ctx):
 
 def _sign_route(ctx: Ctx, F: int):
     """Where -0 results are kept (``neg_zero_to_pos`` False, from the specials family): one
-    product -2^e alone (the other products +0, c = -0, which a c added last needs to keep a
-    -0), so small that the result is a zero
-    (below half the smallest subnormal of the grid, or below its smallest normal when outputs
-    are flushed). Kept by the window, it is a negative sum rounded to -0; cut (e < e_zero - F),
-    the exact zero sum of +0 and -0 terms is +0. The largest e giving +0, below an e giving -0,
+    product -2^e alone (the other products +0; c = -0, which a c added last needs to keep a
+    -0), so small that the result is a zero (below half the smallest subnormal of the grid, or
+    below its smallest normal when outputs are flushed). Kept by the window, it is a negative
+    sum rounded to -0; cut (e < e_zero - F), the exact zero sum of +0 and -0 terms is +0. The largest e giving +0, below an e giving -0,
     gives e_zero = e + 1 + F; None when no row is cut (or every row is). Floor alignment makes a
     cut negative term -2^(e_max - F): there the row is +2^e and -2^(e-1), +0 when kept (a
     positive sum rounded to zero) and -0 when both are cut (only the -2^(e_max - F) is left)."""
