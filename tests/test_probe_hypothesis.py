@@ -112,6 +112,16 @@ EDGES = {
     # product that e_zero cuts (seen once e_zero is known)
     "c last, flushed chained -0": _edge(block_size=4, k=8, flush_inputs=True, c_entry="last",
                                         neg_zero_to_pos=False),
+    # zeros: fp32 and e8m13 steps agree on the rounding probes (F = 10); only e_zero's
+    # sums on 2^-140 show e8m13's subnormal grid (read as fp32 with e_zero -129 before)
+    "e8m13 grid, nearest": _edge(alignment="nearest", e_zero=-130,
+                                 step_rounding=("e8m13", "RZ")),
+    "e8m13 grid, floor": _edge(alignment="floor", e_zero=-130, step_rounding=("e8m13", "RZ")),
+    # zeros: under nearest alignment the low bit 2^(cut - 1) of 2^s_lo + 2^(cut - 1), at a cut
+    # at 2^s_lo, is a tie that rounds up to even (read as e_zero -19 before)
+    "low bits, nearest": _edge(in_format="fp16", out_format="fp16", block_size=4,
+                               alignment="nearest", e_zero=-18, step_rounding=("fp16", "RZ"),
+                               flush_inputs=True),
     # specials: the underflow under flushed outputs
     "flushed, zero sums +0": _edge(e_zero=-132, frac_bits=24, flush_outputs=True,
                                    neg_zero_to_pos=False, zero_sum_sign="positive"),
@@ -130,3 +140,14 @@ def test_edge_profile_round_trip(name):
     assert (fdpa_batch(A, B, C, p).view(np.int64) == fdpa_batch(A, B, C, q).view(np.int64)).all()
     if p.k > p.block_size and p.c_entry == "first":
         assert q.zero_sum_sign == p.zero_sum_sign
+
+
+def test_step_grid_choice_is_reported():
+    """The zeros family's choice of step grid replaces the rounding family's first candidate,
+    and the text report says so."""
+    p = EDGES["e8m13 grid, floor"]
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=0, seed=1)
+    steps = [(f.family, f.value) for f in rep.findings if f.feature == "step_rounding"]
+    assert steps == [("rounding", ["fp32", "RZ"]), ("zeros", ["e8m13", "RZ"])]
+    assert rep.features()["step_rounding"] == ["e8m13", "RZ"]
+    assert "[replaced: the profile's step_rounding is e8m13 RZ]" in rep.to_text()

@@ -443,6 +443,14 @@ class Profile:
         return self.in_format, self.b_format or self.in_format
 
     @property
+    def negative_zero_sums(self) -> bool:
+        """True when a fused step whose exact sum is zero gives -0 where every term is negative
+        (IEEE 754's sign of an exact zero sum in RNE / RZ): -0 results are kept
+        (``neg_zero_to_pos`` False) and ``zero_sum_sign`` is "ieee". False: every exact zero
+        sum is +0 (NVIDIA's -0 -> +0; AMD CDNA1's "positive", mmasim ``e_fdpa``)."""
+        return not self.neg_zero_to_pos and self.zero_sum_sign == "ieee"
+
+    @property
     def e_zero_inert(self) -> bool:
         """True when e_zero can never decide a block's e_max, so that every input gives the same
         bits with ``e_zero=None``: a fused node without block scales whose e_zero is at most the

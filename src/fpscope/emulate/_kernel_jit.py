@@ -678,7 +678,7 @@ def lossless_kernel(AV, NA, BV, NB, C, D, k, L, c_args, s_args, step, keep_sign,
     of the tile at a time, then the top part rounded to odd) followed by rho. AV, BV: operand
     values with flushed ones zero; NA, NB: their sign bits (False for zeros under
     input_zero_sign "positive"). An exact zero sum is -0 where every product and c are
-    negative and ``signed_zero`` (``neg_zero_to_pos`` False and ``zero_sum_sign`` "ieee"),
+    negative and ``signed_zero`` (:attr:`Profile.negative_zero_sums`),
     else +0. ``c_args``, ``s_args``: (tiny, positive) of the first block's c
     (output format) and of later ones (step format). Rows and columns with NaN / Inf operands
     are the caller's; a NaN or Inf c is carried."""

@@ -527,7 +527,7 @@ def _lossless(A, B, C, profile: Profile, rows: int, cols: int, threads: int | No
         _call(lossless_kernel, *ops, np.ascontiguousarray(C, dtype=np.float64), D, k,
                         profile.block_size, (tiny(fout), positive), (tiny(fstep), False),
                         step_args, not profile.neg_zero_to_pos,
-                        not profile.neg_zero_to_pos and profile.zero_sum_sign == "ieee", has_out,
+                        profile.negative_zero_sums, has_out,
                         out_args, max(1, rows), max(1, cols))
     return _recompute(D, A_in, B_in, C, profile, bad_rows, bad_cols)
 

@@ -203,8 +203,7 @@ def _window_sum(terms, c: float, fc: Format, profile: Profile, chained: bool) ->
     if total == 0:
         # an exact zero sum (zero terms included, whatever e_zero): +0 under the NVIDIA rule
         # and zero_sum_sign "positive"; otherwise IEEE's sign rules in RNE/RZ
-        neg = (not profile.neg_zero_to_pos and profile.zero_sum_sign == "ieee"
-               and {s for s, n, _, _ in terms} == {-1})
+        neg = profile.negative_zero_sums and {s for s, n, _, _ in terms} == {-1}
         return _rho(-0.0 if neg else 0.0, rounding, profile)
     return _rho(_to_float_odd(total, lsb), rounding, profile)
 

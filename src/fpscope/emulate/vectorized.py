@@ -275,7 +275,7 @@ def _block(A: _Dec, B: _Dec, c: np.ndarray, c_fmt: Format, profile: Profile, pbi
     if positive and first:
         C.neg = _positive_zeros(C)
     allneg = np.all(pneg, axis=-1) & C.neg
-    if profile.zero_sum_sign == "positive":  # an exact zero sum is +0
+    if not profile.negative_zero_sums:  # an exact zero sum is +0
         allneg = np.zeros_like(allneg)
     if profile.lossless:  # nothing is cut: the exact sum, rounded to odd, then rho
         pv = np.ldexp(n.astype(np.float64), lead - pbits)

@@ -128,6 +128,8 @@ class Ctx:
         blocks: block membership (list of lists of positions, in evaluation order) once the
             structure family has run; before that, one block of all positions.
         known: parameter name -> value found so far.
+        log: None, or a list that :meth:`run` appends (rows, d) to (a family that weighs
+            alternatives re-checks them on every row it ran).
     """
 
     def __init__(self, target: MatrixTarget, K: int, seed: int = 0):
@@ -140,6 +142,7 @@ class Ctx:
         self.blocks: list[list[int]] = [list(range(self.K))]
         self.known: dict[str, Any] = {}
         self.rows_run = 0
+        self.log: list | None = None
 
     # -- rows -------------------------------------------------------------------------------
     def row(self, products, c: float = 0.0, allow_subnormal: bool = False, raw=None,
@@ -174,9 +177,13 @@ class Ctx:
         c = np.array([r[2] for r in rows])
         self.rows_run += len(rows)
         if len(rows[0]) == 5:
-            return evaluate_rows(self.target, a, b, c, sa=np.stack([r[3] for r in rows]),
-                                 sb=np.stack([r[4] for r in rows]))
-        return evaluate_rows(self.target, a, b, c)
+            d = evaluate_rows(self.target, a, b, c, sa=np.stack([r[3] for r in rows]),
+                              sb=np.stack([r[4] for r in rows]))
+        else:
+            d = evaluate_rows(self.target, a, b, c)
+        if self.log is not None:
+            self.log.append((list(rows), d))
+        return d
 
     def evidence(self, row, d: float, meaning: str = "") -> dict:
         a, b, c = row[:3]

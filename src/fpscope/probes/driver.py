@@ -122,14 +122,15 @@ class ProbeReport:
 
     def _superseded(self, f: Finding) -> bool:
         """A family's value that the final profile overrides: a node-kind finding (e.g. the
-        grouped node of NVFP4, found after the fused-block families read F at unit scales)
-        replaced it."""
+        grouped node of NVFP4, found after the fused-block families read F at unit scales) or a
+        later family (the zeros family's choice of step grid) replaced it."""
         p = self.profile
         if p is None or f.feature not in {x.name for x in dataclasses.fields(p)}:
             return False
-        v = f.value
-        return isinstance(v, (int, str)) and not isinstance(v, bool) and \
-            getattr(p, f.feature) != v
+        v, have = f.value, getattr(p, f.feature)
+        if isinstance(v, list) and isinstance(have, (list, tuple)):  # step_rounding, ...
+            return tuple(v) != tuple(have)
+        return isinstance(v, (int, str)) and not isinstance(v, bool) and have != v
 
     def to_dict(self) -> dict:
         return {
@@ -162,7 +163,9 @@ class ProbeReport:
             if not f.fits:
                 tag += "  [DOES NOT FIT]"
             elif f.observable and self._superseded(f):
-                tag += f"  [replaced: the profile's {f.feature} is {getattr(self.profile, f.feature)}]"
+                have = getattr(self.profile, f.feature)
+                have = " ".join(map(str, have)) if isinstance(have, (list, tuple)) else have
+                tag += f"  [replaced: the profile's {f.feature} is {have}]"
             lines.append(f"  {f.feature:{width}s} {val!s:12s} {f.note}{tag}")
         if self.fingerprint:
             lines.append("  " + self.fingerprint)

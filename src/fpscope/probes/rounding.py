@@ -14,7 +14,8 @@ NUMERICS.md section 2), tf32, bf16; fp16 outputs: fp16) in every rounding mode (
 RD, RU). Each candidate is a profile with the structure, F and alignment found so far, run by the
 vectorised engine; candidates whose outputs differ from the op's on any row are dropped. One
 survivor: rho found. Several: they agree on every probe (reported as equivalent; the first in
-the order output format, RZ before RNE, is used; the closed-loop validation then decides). None
+the order output format, RZ before RNE, is used; where they differ in subnormal grid, the zeros
+family chooses with e_zero known; the closed-loop validation then decides). None
 (outputs narrower than 24 bits): steps in a wider accumulator (fp32 or e8m13, RZ or RNE) followed
 by one output rounding to the output format (RNE or RZ) are tried the same way, which sets
 ``output_rounding``. Still none: no rounding of this family reproduces the op ("does not fit").
@@ -167,6 +168,10 @@ def run(ctx: Ctx) -> list[Finding]:
     alive = [c for c, full in alive if full] or [c for c, _ in alive]
     best = alive[0]
     ctx.known["step_rounding"] = best
+    # candidates with another subnormal grid may differ only where e_zero lets a sum that fine
+    # through: the zeros family decides between them with e_zero (zeros.run)
+    ctx.known["_step_alternatives"] = alive
+    ctx.known["_grid_rows"] = ([rows[i] for i in np.flatnonzero(tiny)], d[tiny])
     note = f"every step rounds to {best[0]} {best[1]}"
     if len(alive) > 1:
         note += (f" (equivalent on all {len(rows)} probes: "

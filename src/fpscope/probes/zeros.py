@@ -9,8 +9,9 @@ s >= e_zero - F, and its presence moves X across a rounding point in at least on
 (X - delta under RZ/RD, X + delta under RU, a tie +- delta under RNE/RNA). Under floor alignment
 a -delta below the cut becomes -2^(e_max - F) instead of vanishing, so only +delta is used, with
 X of both signs (-X + delta under RZ); RD is then not seen this way. Where even the smallest
-power-of-two product survives, the low bit of a product (2^s_lo + 2^s beside -2^s_lo) carries
-delta further down, to s_lo - (p_in - 1).
+power-of-two product survives, the low bit of a product (2^s_lo + 2^s beside -2^s_lo; under
+nearest alignment 2^(s_lo + 1), whose multiple of the cut's weight is even, so that a tie below
+the cut rounds down) carries delta further down, to s_lo - (p_in - 1) (one less under nearest).
 
 Where -0 results are kept (``neg_zero_to_pos`` False), a third route reads the cut from the sign
 of a zero (:func:`_sign_route`); it also works where outputs are flushed, which hides the grid
@@ -19,6 +20,12 @@ from the other routes.
 A first route uses c alone (c entering the first block): c = 2^e + 2^(e - j) loses its low bit
 once the zero products' e_zero - F lies above it (fp32 outputs: only e_zero above about -126;
 NUMERICS.md's -132 .. -133 are then not observable this way).
+
+Step grids: the rounding family cannot tell step formats apart whose difference is only their
+subnormal grid (fp32 and e8m13 with few kept bits F: only a cut at 2^(e_zero - F) lets a sum
+as fine as 2^-140 through). Where it left such candidates equal, e_zero is read under each
+grid, and the (step, e_zero) pair that reproduces every row of both readings and the rounding
+family's tiny rows is taken (a "step_rounding" finding of this family reports a change).
 
 Outcome: T = the smallest s whose delta changes the result; e_max = T + F. If e_max is above every
 nonzero term's exponent, e_zero = T + F. Otherwise the zeros never set e_max for these formats:
@@ -32,7 +39,10 @@ from __future__ import annotations
 
 import math
 
-from ._common import Ctx, Finding, NotRepresentable, exponent
+import numpy as np
+
+from ..emulate.vectorized import fdpa_batch
+from ._common import Ctx, Finding, NotRepresentable, candidate_profile, exponent, same_bits
 
 FAMILY = "zeros"
 
@@ -84,9 +94,14 @@ def _c_route(ctx: Ctx, F: int):
 def _grid(ctx: Ctx):
     """The coarser of the step and output formats: its subnormals set the smallest rounding grid
     (e8m13 steps into an fp32 output: 2^-139, not 2^-149)."""
+    return _grid_of(ctx, ctx.known.get("step_rounding", (ctx.fout.name, "RZ")))
+
+
+def _grid_of(ctx: Ctx, step_rounding):
+    """:func:`_grid` for the step rounding ``(format, mode)``."""
     from ..profile import resolve_format
 
-    step = resolve_format(ctx.known.get("step_rounding", (ctx.fout.name, "RZ"))[0])
+    step = resolve_format(step_rounding[0])
     return step if step.p < ctx.fout.p else ctx.fout
 
 
@@ -95,10 +110,11 @@ def _sign_route(ctx: Ctx, F: int):
     product -2^e alone (the other products +0; c = -0, which a c added last needs to keep a
     -0), so small that the result is a zero (below half the smallest subnormal of the grid, or
     below its smallest normal when outputs are flushed). Kept by the window, it is a negative
-    sum rounded to -0; cut (e < e_zero - F), the exact zero sum of +0 and -0 terms is +0. The largest e giving +0, below an e giving -0,
-    gives e_zero = e + 1 + F; None when no row is cut (or every row is). Floor alignment makes a
-    cut negative term -2^(e_max - F): there the row is +2^e and -2^(e-1), +0 when kept (a
-    positive sum rounded to zero) and -0 when both are cut (only the -2^(e_max - F) is left)."""
+    sum rounded to -0; cut (e < e_zero - F), the exact zero sum of +0 and -0 terms is +0. The
+    largest e giving +0, below an e giving -0, gives e_zero = e + 1 + F; None when no row is cut
+    (or every row is). Floor alignment makes a cut negative term -2^(e_max - F): there the row
+    is +2^e and -2^(e-1), +0 when kept (a positive sum rounded to zero) and -0 when both are cut
+    (only the -2^(e_max - F) is left)."""
     fmt = _grid(ctx)
     blk = ctx.blocks[-1]
     floor = ctx.known.get("alignment") == "floor"
@@ -178,6 +194,61 @@ def _single_route(ctx: Ctx, F: int, sub_ok: bool):
 
 
 def run(ctx: Ctx) -> list[Finding]:
+    """e_zero; where the rounding family left step formats of different subnormal grids equal
+    (F bits below e_max: only a sum as fine as 2^(e_zero - F) tells e8m13's grid from fp32's),
+    e_zero is read under each grid and the step whose (step, e_zero) pair reproduces every row
+    both readings ran, and the rounding family's tiny rows, is taken (a "step_rounding" finding
+    says so when it is not the rounding family's first)."""
+    alts = ctx.known.pop("_step_alternatives", None) or []
+    grid_rows = ctx.known.pop("_grid_rows", None)
+    steps, grids = [], set()
+    for step in alts:
+        g = _grid_of(ctx, step).min_subnormal
+        if g not in grids:
+            grids.add(g)
+            steps.append(tuple(step))
+    if len(steps) < 2:
+        return _e_zero(ctx)
+    saved, tries = dict(ctx.known), []
+    ctx.log = [grid_rows] if grid_rows is not None else []
+    try:
+        for step in steps:
+            ctx.known = {**saved, "step_rounding": step}
+            tries.append((step, _e_zero(ctx), ctx.known))
+    finally:
+        log, ctx.log = ctx.log, None
+    rows = [r for rs, _ in log for r in rs]
+    if not rows:  # no reading ran a row: nothing tells the grids apart
+        ctx.known = tries[0][2]
+        return tries[0][1]
+    d = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in log])
+    a, b, c = (np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
+               np.array([r[2] for r in rows]))
+    def fits(known, signs: bool) -> bool:
+        ctx.known = known
+        try:
+            pred = fdpa_batch(a, b, c, candidate_profile(ctx))
+        except ValueError:
+            return False
+        ok = same_bits(pred, d)
+        return bool(ok.all() if signs else (ok | ((pred == 0) & (d == 0))).all())
+    # zero signs decide only where the specials family read the zero rules right (checked
+    # again after assembly): first bit for bit, then up to the sign of zeros
+    pick = next((t for signs in (True, False) for t in tries if fits(t[2], signs)), tries[0])
+    step, found, ctx.known = pick
+    if step == steps[0]:
+        return found
+    first = steps[0]
+    return found + [Finding(FAMILY, "step_rounding", list(step), rows=len(rows),
+                            note=f"every step rounds to {step[0]} {step[1]}: {first[0]} "
+                                 f"{first[1]} (equal on the rounding probes) has a subnormal "
+                                 f"grid of 2^{exponent(_grid_of(ctx, first).min_subnormal)}, "
+                                 f"not 2^{exponent(_grid_of(ctx, step).min_subnormal)}, and "
+                                 f"with e_zero = {ctx.known.get('e_zero')} only the latter "
+                                 f"reproduces all {len(rows)} rows of both readings")]
+
+
+def _e_zero(ctx: Ctx) -> list[Finding]:
     fin = ctx.fin
     if ctx.known.get("frac_bits_at_least", True):
         return _not_obs(ctx, "F is not bounded by the probes")
@@ -217,16 +288,20 @@ def run(ctx: Ctx) -> list[Finding]:
     smallest = (fin.min_subnormal * ctx.fb.min_subnormal if sub_ok
                 else fin.min_normal * ctx.fb.min_normal)
     s_lo = exponent(smallest) if smallest > 0 else -1100
+    # the low-bit rows' base term: under nearest alignment an odd multiple of the cut's weight
+    # (2^s_lo at a cut at 2^s_lo) would round a tie 2^(cut - 1) up to even and show it
+    low = math.ldexp(1.0, s_lo + (ctx.known.get("alignment") == "nearest"))
+
     def delta_rows(s_range, low_bit):
         """Rows X + sign * 2^s: a product 2^s, or (``low_bit``, s below every power-of-two
-        product) the low bit of sign * (2^s_lo + 2^s) beside -sign * 2^s_lo."""
+        product) the low bit of sign * (low + 2^s) beside -sign * low (low = 2^s_lo; 2^(s_lo +
+        1) under nearest alignment, an even multiple of a cut at 2^s_lo)."""
         rows, meta = [], []
         for s in s_range:
             delta = math.ldexp(1.0, s)
             for x in xs:
                 for sign in signs:
-                    terms = ([(blk[1], sign * (math.ldexp(1.0, s_lo) + delta)),
-                              (blk[2], -sign * math.ldexp(1.0, s_lo))] if low_bit
+                    terms = ([(blk[1], sign * (low + delta)), (blk[2], -sign * low)] if low_bit
                              else [(blk[1], sign * delta)])
                     try:
                         row = ctx.row([(blk[0], x)] + terms, allow_subnormal=sub_ok)
