@@ -60,8 +60,8 @@ def test_amd_node_kinds_are_fitted_and_validated(preset, node):
     "blackwell-tcgen05-mxfp4",       # grouped node (kind::mxf4), e8m0 per 32 over k = 64
     "rtx-blackwell-nvfp4"])          # grouped node, ue4m3 per 16 (e_zero not observable)
 def test_probing_a_block_scaled_mmasim_model_gives_its_preset(preset):
-    """A CI-sized subset of the 16 block-scaled models (records/probe-mmasim-blockscale.txt has
-    all of them with 10^5 cases): probed through op(A, B, C, scale_a, scale_b), the profile is
+    """A CI-sized subset of the 16 block-scaled models (records/probe-mmasim.txt has all
+    of them with 10^5 cases): probed through op(A, B, C, scale_a, scale_b), the profile is
     bit-exact against the model on random operands and scales and equals the preset in every
     observable field, the scale block size and the grouped node included."""
     r = pm.run(preset, cases=2048)
