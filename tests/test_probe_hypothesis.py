@@ -122,6 +122,11 @@ EDGES = {
     "low bits, nearest": _edge(in_format="fp16", out_format="fp16", block_size=4,
                                alignment="nearest", e_zero=-18, step_rounding=("fp16", "RZ"),
                                flush_inputs=True),
+    # specials' zero_rules: a negative product kept by the window (at 2^(e_zero - F)) that
+    # rounds to -0 on e8m13's grid; the rows had only half fp32's smallest subnormal, cut
+    "e8m13 grid, zero sums +0": _edge(block_size=4, e_zero=-137, step_rounding=("e8m13", "RZ"),
+                                      flush_inputs=True, neg_zero_to_pos=False,
+                                      zero_sum_sign="positive"),
     # specials: the underflow under flushed outputs
     "flushed, zero sums +0": _edge(e_zero=-132, frac_bits=24, flush_outputs=True,
                                    neg_zero_to_pos=False, zero_sum_sign="positive"),

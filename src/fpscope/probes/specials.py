@@ -201,7 +201,9 @@ def zero_sign_rows(p: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Instruction inputs a, b (R, k) and c (R,) whose outputs are zeros of either sign under
     most profiles: products +0 or -0 and c +0 or -0, alone or with one product of +- half the
     smallest subnormal (or normal) output in any slot, which rounds (or is flushed) to zero
-    where the window keeps it; unit block scales. They decide ``neg_zero_to_pos`` and
+    where the window keeps it; also half the step format's smallest subnormal (e8m13 steps
+    round on 2^-139) and, with e_zero, 2^(e_zero - F), the smallest term kept beside zero
+    terms, where it is below both grids; unit block scales. They decide ``neg_zero_to_pos`` and
     ``zero_sum_sign``, which random inputs almost never reach. Values the input format cannot
     split into a product are left out."""
     from ..formats import is_representable
@@ -209,8 +211,14 @@ def zero_sign_rows(p: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     fin, fb = (resolve_format(f) for f in p.operand_formats)
     fout = resolve_format(p.out_format)
+    grid = max(fout.min_subnormal, resolve_format(p.step_rounding[0]).min_subnormal)
+    vs = [0.5 * fout.min_subnormal, 0.5 * fout.min_normal]
+    if grid > fout.min_subnormal:  # steps on a coarser grid (e8m13: 2^-139)
+        vs.append(0.5 * grid)
+    if p.e_zero is not None and math.ldexp(1.0, p.e_zero - p.frac_bits) < 0.5 * grid:
+        vs.append(math.ldexp(1.0, p.e_zero - p.frac_bits))  # kept beside zero terms
     tiny = []
-    for v in (0.5 * fout.min_subnormal, 0.5 * fout.min_normal):
+    for v in vs:
         e = math.frexp(v)[1] - 1
         x, y = 2.0 ** (e // 2), v / 2.0 ** (e // 2)
         if is_representable(np.array([x]), fin)[0] and is_representable(np.array([y]), fb)[0]:
