@@ -127,6 +127,19 @@ EDGES = {
     "e8m13 grid, zero sums +0": _edge(block_size=4, e_zero=-137, step_rounding=("e8m13", "RZ"),
                                       flush_inputs=True, neg_zero_to_pos=False,
                                       zero_sum_sign="positive"),
+    # zeros: every step the rounding family left open is tried, not one per grid (e8m13 RZ
+    # came first for an e8m13 RNE device: e_zero -129 read, fp32 kept)
+    "e8m13 RNE grid": _edge(e_zero=-130, step_rounding=("e8m13", "RNE")),
+    # zeros: e_zero at the lead of the largest X on e8m13's grid (3 * 2^-139): the cut
+    # follows it there, and only the smaller X show the zeros (read as None before)
+    "e_zero at the top X, floor": _edge(alignment="floor", e_zero=-138,
+                                        step_rounding=("e8m13", "RZ"), flush_inputs=True),
+    "e_zero at the top X, L = 4": _edge(block_size=4, k=8, e_zero=-138,
+                                        step_rounding=("e8m13", "RZ")),
+    # specials: the negative underflow row on e8m13's grid (half fp32's smallest subnormal,
+    # 2^-150, was cut by e_zero and read as -0 -> +0; e_zero -139 shows only in zero signs)
+    "underflow on the step grid": _edge(e_zero=-139, step_rounding=("e8m13", "RZ"),
+                                        neg_zero_to_pos=False, zero_sum_sign="positive"),
     # specials: the underflow under flushed outputs
     "flushed, zero sums +0": _edge(e_zero=-132, frac_bits=24, flush_outputs=True,
                                    neg_zero_to_pos=False, zero_sum_sign="positive"),

@@ -273,6 +273,18 @@ def candidate_profile(ctx: Ctx, **changes):
     return Profile(**fields)
 
 
+def grid_format(ctx: Ctx, step_rounding=None) -> Format:
+    """The coarser of the step format (``step_rounding``, default what ``ctx`` knows, else
+    the output format) and the output format: its subnormals set the smallest rounding grid
+    of a result (e8m13 steps into an fp32 output: 2^-139, not 2^-149)."""
+    from ..profile import resolve_format
+
+    if step_rounding is None:
+        step_rounding = ctx.known.get("step_rounding", (ctx.fout.name, "RZ"))
+    step = resolve_format(step_rounding[0])
+    return step if step.p < ctx.fout.p else ctx.fout
+
+
 def scale_fields(ctx: Ctx) -> dict:
     """The block-scale fields of a profile of ``ctx.target``: ``scale_format`` and
     ``scale_block_size`` as the scales family found them ({} for a target without scales)."""

@@ -11,8 +11,9 @@ Inputs and what each outcome means:
   product (-Inf): these follow the model's rules or the op does not fit. Input formats without
   NaN or Inf (OCP fp6/fp4) leave out the operand cases and take c = NaN (d NaN, its bits give
   ``nan_bits``) and c = +Inf (d = +Inf) instead.
-* a negative sum that rounds to zero (one product -2^(emin(out) - p(out)), the others and c -0;
-  under a flush of outputs -2^(emin(out) - 1), which is flushed): -0 where
+* a negative sum that rounds to zero (one product of minus half the smallest subnormal of the
+  coarser of the step and output formats, the others and c -0; under a flush of outputs
+  -2^(emin(out) - 1), which is flushed): -0 where
   the -0 sum gave -0 (IEEE), or +0 where it gave +0 (``neg_zero_to_pos``); -0 after a +0 for
   the -0 sum is an exact zero sum made +0 while a rounded one keeps its sign
   (``zero_sum_sign`` "positive", ``neg_zero_to_pos`` False: mmasim's AMD CDNA1 model); +0 after
@@ -31,7 +32,7 @@ import math
 import numpy as np
 
 from ..profile import Profile
-from ._common import Ctx, Finding, NotRepresentable, default_nan_bits
+from ._common import Ctx, Finding, NotRepresentable, default_nan_bits, grid_format
 from .blackbox import nan_bits_of
 
 FAMILY = "specials"
@@ -133,8 +134,9 @@ def run(ctx: Ctx) -> list[Finding]:
 def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
     """The sign of a negative sum that rounds to zero, and of exact zero sums after it.
 
-    Row 1: one product -2^(emin - p) (half the smallest subnormal output; under
-    ``flush_outputs`` half the smallest normal one, which is flushed) in the last block, every
+    Row 1: one product of minus half the smallest subnormal of the rounding grid
+    (:func:`~fpscope.probes._common.grid_format`; under ``flush_outputs`` half the smallest
+    normal output, which is flushed) in the last block, every
     other product and c -0: a negative sum that rounds to zero (or, where e_zero cuts the
     product, an exact zero sum of -0 terms). +0: ``neg_zero_to_pos`` (a -0 sum, ``pos`` False,
     then fits no profile); -0: -0 results are kept. Then which exact zero sums are -0
@@ -143,7 +145,8 @@ def _negative_underflow(ctx: Ctx, pos: bool) -> list[Finding]:
     and +0 under "positive" (mmasim's CDNA1 model). With one block the -0 sum (``pos``) tells
     (+0: "positive"; where c is added last the block starts from +0 and both rules agree)."""
     fout = ctx.fout
-    v = -0.5 * (fout.min_normal if ctx.known.get("flush_outputs") else fout.min_subnormal)
+    grid = grid_format(ctx)  # e8m13 steps round on 2^-139: half of fp32's subnormal may be cut
+    v = -0.5 * (fout.min_normal if ctx.known.get("flush_outputs") else grid.min_subnormal)
 
     def row(slot):  # every other term -0: a cut product leaves an exact zero sum of -0 terms
         return ctx.row([(slot, v)], c=-0.0,

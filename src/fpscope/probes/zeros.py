@@ -28,11 +28,16 @@ grid, and the (step, e_zero) pair that reproduces every row of both readings and
 family's tiny rows is taken (a "step_rounding" finding of this family reports a change).
 
 Outcome: T = the smallest s whose delta changes the result; e_max = T + F. If e_max is above every
-nonzero term's exponent, e_zero = T + F. Otherwise the zeros never set e_max for these formats:
+nonzero term's exponent, e_zero = T + F. If the cut follows the largest X, the X of smaller
+leading exponents are tried alone (e_zero may lie between them: e8m13's X run from 2^-140 to
+3 * 2^-139). Otherwise the zeros never set e_max for these formats:
 e_zero is not observable and the profile uses None (zeros left out of the maximum), which gives
 the same results for every input of these formats. NUMERICS.md: "e_zero is unobservable for fp16
 inputs with fp32 output (the smallest product exponent is about -28)"; fp8 inputs likewise.
-Needs F (bounded); outputs flushed to zero hide the grid (then not observable).
+Needs F (bounded); outputs flushed to zero hide the grid (then not observable, unless -0 is
+kept). Not probed: with flushed outputs, a sum of several terms each below 2^e_zero can still
+reach the normal range where e_zero lies within log2(L + 1) of the output's smallest normal
+exponent (e_zero -127 into fp32), and show the cut there; such a profile is read with None.
 """
 
 from __future__ import annotations
@@ -42,7 +47,15 @@ import math
 import numpy as np
 
 from ..emulate.vectorized import fdpa_batch
-from ._common import Ctx, Finding, NotRepresentable, candidate_profile, exponent, same_bits
+from ._common import (
+    Ctx,
+    Finding,
+    NotRepresentable,
+    candidate_profile,
+    exponent,
+    grid_format,
+    same_bits,
+)
 
 FAMILY = "zeros"
 
@@ -91,20 +104,6 @@ def _c_route(ctx: Ctx, F: int):
                          f"products set e_max = e_zero = {e_zero}")]
 
 
-def _grid(ctx: Ctx):
-    """The coarser of the step and output formats: its subnormals set the smallest rounding grid
-    (e8m13 steps into an fp32 output: 2^-139, not 2^-149)."""
-    return _grid_of(ctx, ctx.known.get("step_rounding", (ctx.fout.name, "RZ")))
-
-
-def _grid_of(ctx: Ctx, step_rounding):
-    """:func:`_grid` for the step rounding ``(format, mode)``."""
-    from ..profile import resolve_format
-
-    step = resolve_format(step_rounding[0])
-    return step if step.p < ctx.fout.p else ctx.fout
-
-
 def _sign_route(ctx: Ctx, F: int):
     """Where -0 results are kept (``neg_zero_to_pos`` False, from the specials family): one
     product -2^e alone (the other products +0; c = -0, which a c added last needs to keep a
@@ -115,7 +114,7 @@ def _sign_route(ctx: Ctx, F: int):
     (or every row is). Floor alignment makes a cut negative term -2^(e_max - F): there the row
     is +2^e and -2^(e-1), +0 when kept (a positive sum rounded to zero) and -0 when both are cut
     (only the -2^(e_max - F) is left)."""
-    fmt = _grid(ctx)
+    fmt = grid_format(ctx)
     blk = ctx.blocks[-1]
     floor = ctx.known.get("alignment") == "floor"
     if floor and len(blk) < 2:
@@ -164,7 +163,7 @@ def _single_route(ctx: Ctx, F: int, sub_ok: bool):
     """One product 2^e alone, e downward over the output's range: it is lost (d = 0) once
     e < e_zero - F (the zeros set e_max). The largest lost e gives e_zero = e + 1 + F."""
     p0 = ctx.blocks[-1][0]  # last block: a tiny step result is not chained into a later block
-    fmt = _grid(ctx)
+    fmt = grid_format(ctx)
     lo = fmt.emin if ctx.known.get("flush_outputs") else fmt.emin - fmt.p + 1
     rows, es = [], []
     for e in range(lo + 80, lo - 1, -1):
@@ -201,14 +200,9 @@ def run(ctx: Ctx) -> list[Finding]:
     says so when it is not the rounding family's first)."""
     alts = ctx.known.pop("_step_alternatives", None) or []
     grid_rows = ctx.known.pop("_grid_rows", None)
-    steps, grids = [], set()
-    for step in alts:
-        g = _grid_of(ctx, step).min_subnormal
-        if g not in grids:
-            grids.add(g)
-            steps.append(tuple(step))
-    if len(steps) < 2:
-        return _e_zero(ctx)
+    steps = [tuple(step) for step in alts]
+    if len({grid_format(ctx, step).min_subnormal for step in steps}) < 2:
+        return _e_zero(ctx)  # one grid: the modes the rounding probes left equal stay equal
     saved, tries = dict(ctx.known), []
     ctx.log = [grid_rows] if grid_rows is not None else []
     try:
@@ -242,8 +236,8 @@ def run(ctx: Ctx) -> list[Finding]:
     return found + [Finding(FAMILY, "step_rounding", list(step), rows=len(rows),
                             note=f"every step rounds to {step[0]} {step[1]}: {first[0]} "
                                  f"{first[1]} (equal on the rounding probes) has a subnormal "
-                                 f"grid of 2^{exponent(_grid_of(ctx, first).min_subnormal)}, "
-                                 f"not 2^{exponent(_grid_of(ctx, step).min_subnormal)}, and "
+                                 f"grid of 2^{exponent(grid_format(ctx, first).min_subnormal)}, "
+                                 f"not 2^{exponent(grid_format(ctx, step).min_subnormal)}, and "
                                  f"with e_zero = {ctx.known.get('e_zero')} only the latter "
                                  f"reproduces all {len(rows)} rows of both readings")]
 
@@ -266,12 +260,11 @@ def _e_zero(ctx: Ctx) -> list[Finding]:
     blk = ctx.blocks[-1]  # last block: tiny step results are not re-read (and flushed) as inputs
     if len(blk) < 2:
         return _not_obs(ctx, "one product per block")
-    g = _grid(ctx).min_subnormal
+    g = grid_format(ctx).min_subnormal
     sub_ok = not ctx.known.get("flush_inputs", False)
     # floor alignment makes a negative term below the cut -2^(e_max - F), not 0: only +delta
     # can vanish there, so X also takes negative values (X + delta crosses toward zero)
     floor = ctx.known.get("alignment") == "floor"
-    signs = (1.0,) if floor else (1.0, -1.0)
     xs, leads = [], []
     for x in [v * sx for sx in ((1.0, -1.0) if floor else (1.0,))
               for v in (g, 0.5 * g, 1.5 * g, 2 * g, 3 * g)]:
@@ -283,11 +276,32 @@ def _e_zero(ctx: Ctx) -> list[Finding]:
             pass
     if not xs:
         return _not_obs(ctx, f"no product of {ctx.operands} values lies on the smallest "
-                             f"{_grid(ctx).name} rounding grid (the smallest product is too large)")
-    e_top = max(leads)
+                             f"{grid_format(ctx).name} rounding grid (the smallest product is "
+                             f"too large)")
     smallest = (fin.min_subnormal * ctx.fb.min_subnormal if sub_ok
                 else fin.min_normal * ctx.fb.min_normal)
     s_lo = exponent(smallest) if smallest > 0 else -1100
+    found, follows = _delta_route(ctx, F, blk, xs, leads, s_lo, sub_ok, floor)
+    # the largest X may set the cut itself (e_zero at its lead): zeros can still show on the
+    # smaller ones (e8m13's grid 2^-139 puts X at 2^-139 .. 3 * 2^-139, e_zero -138)
+    while follows and min(leads) < max(leads):
+        keep = [i for i, ld in enumerate(leads) if ld < max(leads)]
+        xs, leads = [xs[i] for i in keep], [leads[i] for i in keep]
+        known = dict(ctx.known)
+        again, follows = _delta_route(ctx, F, blk, xs, leads, s_lo, sub_ok, floor)
+        if again[0].value is not None and again[0].fits:
+            return again
+        ctx.known = known
+    return found
+
+
+def _delta_route(ctx: Ctx, F: int, blk, xs, leads, s_lo: int, sub_ok: bool, floor: bool):
+    """The rows X + delta of the module docstring for the terms X in ``xs`` (leading exponents
+    ``leads``); s_lo: the smallest power-of-two product's exponent. Returns (findings, True
+    where the cut found follows the largest X's lead, so that zeros never set e_max here)."""
+    fin = ctx.fin
+    e_top = max(leads)
+    signs = (1.0,) if floor else (1.0, -1.0)
     # the low-bit rows' base term: under nearest alignment an odd multiple of the cut's weight
     # (2^s_lo at a cut at 2^s_lo) would round a tie 2^(cut - 1) up to even and show it
     low = math.ldexp(1.0, s_lo + (ctx.known.get("alignment") == "nearest"))
@@ -314,7 +328,7 @@ def _e_zero(ctx: Ctx) -> list[Finding]:
 
     rows, meta = delta_rows(range(e_top - 1, s_lo - 1, -1), False)
     if not rows:
-        return _not_obs(ctx, "no small term can be formed")
+        return _not_obs(ctx, "no small term can be formed"), False
     base_rows = [ctx.row([(blk[0], x)]) for x in xs]
     base = dict(zip(xs, ctx.run(base_rows)))
     d = list(ctx.run(rows))
@@ -338,23 +352,25 @@ def _e_zero(ctx: Ctx) -> list[Finding]:
           for r, v, (s, x) in list(zip(rows, d, meta))[:: max(1, len(rows) // 6)]]
     if not hits:
         found = _single_route(ctx, F, sub_ok)
-        return found if found is not None else _not_obs(ctx, "no small term changes the result")
+        return (found if found is not None
+                else _not_obs(ctx, "no small term changes the result")), False
     T = min(hits)
     if T == ss[0]:
         return _not_obs(ctx, f"even the smallest term 2^{T} survives the cut: zeros never set "
-                             f"e_max for these formats")
+                             f"e_max for these formats"), False
     if any(not changed[s] for s in ss if s > T):
         return [Finding(FAMILY, "e_zero", None, fits=False, rows=len(rows), evidence=ev,
-                        note="the small terms that change the result are not all above one cut")]
+                        note="the small terms that change the result are not all above one "
+                             "cut")], False
     e_max = T + F
     # the largest leading exponent of the nonzero terms in the rows that decide
     lead = max(e_top, T)
     if e_max <= lead:
         ctx.known["e_zero"] = None
         return [Finding(FAMILY, "e_zero", None, observable=False, rows=len(rows), evidence=ev,
-                        note=f"the cut follows the nonzero terms (e_max = {e_max}): zeros never set "
-                             f"e_max for these formats; None used")]
+                        note=f"the cut follows the nonzero terms (e_max = {e_max}): zeros never "
+                             f"set e_max for these formats; None used")], True
     ctx.known["e_zero"] = e_max
     return [Finding(FAMILY, "e_zero", e_max, rows=len(rows), evidence=ev,
                     note=f"with tiny terms only, the cut is at 2^{T} = 2^(e_zero - F): "
-                         f"e_zero = {e_max}")]
+                         f"e_zero = {e_max}")], False
