@@ -38,6 +38,9 @@ Needs F (bounded); outputs flushed to zero hide the grid (then not observable, u
 kept). Not probed: with flushed outputs, a sum of several terms each below 2^e_zero can still
 reach the normal range where e_zero lies within log2(L + 1) of the output's smallest normal
 exponent (e_zero -127 into fp32), and show the cut there; such a profile is read with None.
+Nor, where -0 results become +0, an e_zero at or below the smallest X's lead (e8m13's grid:
+-139 under RZ, -140 under RNE), which only sums of terms below 2^-140 show
+(scripts/probe_sweep.py lists both).
 """
 
 from __future__ import annotations
