@@ -23,9 +23,10 @@ NUMERICS.md's -132 .. -133 are then not observable this way).
 
 Step grids: the rounding family cannot tell step formats apart whose difference is only their
 subnormal grid (fp32 and e8m13 with few kept bits F: only a cut at 2^(e_zero - F) lets a sum
-as fine as 2^-140 through). Where it left such candidates equal, e_zero is read under each
-grid, and the (step, e_zero) pair that reproduces every row of both readings and the rounding
-family's tiny rows is taken (a "step_rounding" finding of this family reports a change).
+as fine as 2^-140 through). Where it left such candidates equal, e_zero is read under every
+one of them, and the first (step, e_zero) pair that reproduces every row of all readings and
+the rounding family's tiny rows is taken (a "step_rounding" finding of this family reports a
+change).
 
 Outcome: T = the smallest s whose delta changes the result; e_max = T + F. If e_max is above every
 nonzero term's exponent, e_zero = T + F. If the cut follows the largest X, the X of smaller
@@ -196,11 +197,11 @@ def _single_route(ctx: Ctx, F: int, sub_ok: bool):
 
 
 def run(ctx: Ctx) -> list[Finding]:
-    """e_zero; where the rounding family left step formats of different subnormal grids equal
-    (F bits below e_max: only a sum as fine as 2^(e_zero - F) tells e8m13's grid from fp32's),
-    e_zero is read under each grid and the step whose (step, e_zero) pair reproduces every row
-    both readings ran, and the rounding family's tiny rows, is taken (a "step_rounding" finding
-    says so when it is not the rounding family's first)."""
+    """e_zero; where the rounding family left steps of different subnormal grids equal (F
+    bits below e_max: only a sum as fine as 2^(e_zero - F) tells e8m13's grid from fp32's),
+    e_zero is read under every step it left, and the first (step, e_zero) pair that reproduces
+    every row all readings ran, and the rounding family's tiny rows, is taken (a
+    "step_rounding" finding says so when it is not the rounding family's first)."""
     alts = ctx.known.pop("_step_alternatives", None) or []
     grid_rows = ctx.known.pop("_grid_rows", None)
     steps = [tuple(step) for step in alts]
@@ -235,14 +236,12 @@ def run(ctx: Ctx) -> list[Finding]:
     step, found, ctx.known = pick
     if step == steps[0]:
         return found
-    first = steps[0]
     return found + [Finding(FAMILY, "step_rounding", list(step), rows=len(rows),
-                            note=f"every step rounds to {step[0]} {step[1]}: {first[0]} "
-                                 f"{first[1]} (equal on the rounding probes) has a subnormal "
-                                 f"grid of 2^{exponent(grid_format(ctx, first).min_subnormal)}, "
-                                 f"not 2^{exponent(grid_format(ctx, step).min_subnormal)}, and "
-                                 f"with e_zero = {ctx.known.get('e_zero')} only the latter "
-                                 f"reproduces all {len(rows)} rows of both readings")]
+                            note=f"every step rounds to {step[0]} {step[1]}: of the "
+                                 f"{len(steps)} steps equal on the rounding probes (first "
+                                 f"{steps[0][0]} {steps[0][1]}), with e_zero = "
+                                 f"{ctx.known.get('e_zero')} it is the first that reproduces "
+                                 f"all {len(rows)} rows of the e_zero readings")]
 
 
 def _e_zero(ctx: Ctx) -> list[Finding]:
