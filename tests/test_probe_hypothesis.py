@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fpscope.emulate.vectorized import fdpa_batch
+from fpscope.probes import zeros
+from fpscope.probes._common import Ctx, Finding
 from fpscope.probes.blackbox import SimulatedTarget
 from fpscope.probes.driver import probe
 from fpscope.probes.specials import zero_sign_rows
@@ -79,7 +81,8 @@ def _edge(**kw):
     return Profile(**{**base, **kw})
 
 
-#: Profiles the random round trip once found probed wrongly (each fixed in the family named).
+#: Profiles the random round trip (or scripts/probe_sweep.py) once found probed wrongly (each
+#: fixed in the family named).
 EDGES = {
     # zeros: under floor alignment a cut -delta is -2^(e_max - F), not 0
     "floor e_zero": _edge(alignment="floor"),
@@ -143,6 +146,23 @@ EDGES = {
     # specials: the underflow under flushed outputs
     "flushed, zero sums +0": _edge(e_zero=-132, frac_bits=24, flush_outputs=True,
                                    neg_zero_to_pos=False, zero_sum_sign="positive"),
+    # zeros (found by scripts/probe_sweep.py): flushed outputs hide the grid, but sums of a
+    # few products below 2^-127 reach the smallest normal (read as None, fp32 steps, before)
+    "flushed, e_zero -127": _edge(block_size=4, k=8, flush_outputs=True),
+    "flushed, e_zero -127, nearest": _edge(alignment="nearest", flush_outputs=True,
+                                           flush_inputs=True),
+    # zeros (scripts/probe_sweep.py): -0 made +0 and e_zero at or below the smallest X's lead
+    # on e8m13's grid: only sums of terms below 2^e_zero at a tie or a grid point show it
+    "e_zero below the grid, RNE": _edge(e_zero=-140, step_rounding=("e8m13", "RNE")),
+    "e_zero below the grid, RZ": _edge(alignment="nearest", e_zero=-139,
+                                       step_rounding=("e8m13", "RZ")),
+    # zeros (random round trip): F = 12 bits below e_max = -138 reach below fp32's grid, where
+    # RNE and RZ steps differ; the rounding probes left them equal (read as RZ before)
+    "step mode below the grid": _edge(frac_bits=12, e_zero=-138, step_rounding=("fp32", "RNE")),
+    # zeros (random round trip): L = 2 leaves no slot for the low-bit rows; only a sum at a grid
+    # point with its low bit a term of its own shows e_zero (read as None before)
+    "fp16, L = 2, low bit apart": _edge(in_format="fp16", out_format="fp16", e_zero=-18,
+                                        step_rounding=("fp16", "RZ"), flush_inputs=True),
 }
 
 
@@ -169,3 +189,42 @@ def test_step_grid_choice_is_reported():
     assert steps == [("rounding", ["fp32", "RZ"]), ("zeros", ["e8m13", "RZ"])]
     assert rep.features()["step_rounding"] == ["e8m13", "RZ"]
     assert "[replaced: the profile's step_rounding is e8m13 RZ]" in rep.to_text()
+
+
+def test_boundary_sums_report_their_reading():
+    """Where only sums past a rounding point show e_zero (flushed outputs), the zeros
+    family's e_zero finding says so and holds rows that the routes' reading got wrong."""
+    p = EDGES["flushed, e_zero -127"]
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=0, seed=1)
+    (f,) = [f for f in rep.findings if f.feature == "e_zero"]
+    assert (f.family, f.value, f.observable, f.fits) == ("zeros", -127, True, True)
+    assert "past a rounding point differ from the reading (e_zero None, not observable, fp32 RZ" \
+        in f.note
+    assert 1 <= len(f.evidence) <= 8 and all(e["products"] for e in f.evidence)
+
+
+class _SignFlipped(SimulatedTarget):
+    """A simulated target whose nonzero outputs below 2^-120 change sign: no profile of the
+    fused-block model gives them."""
+
+    def _call(self, A, B, C, SA=None, SB=None):
+        D = super()._call(A, B, C, SA, SB)
+        return np.where((D != 0) & (np.abs(D) < 2.0 ** -120), -D, D)
+
+
+def test_boundary_sums_that_no_e_zero_fits():
+    """Sums past a rounding point that no e_zero reproduces make the e_zero finding not fit
+    (never a reading that contradicts the outputs)."""
+    p = EDGES["flushed, e_zero -127"]
+    ctx = Ctx(_SignFlipped(p), p.k)
+    ctx.blocks = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    ctx.known.update(frac_bits=10, frac_bits_at_least=False, flush_outputs=True)
+    before = Finding("zeros", "e_zero", None, observable=False)
+    (f,) = zeros._boundary_sums(ctx, [before], [], [])
+    assert not f.fits and f.value is None
+    assert "no e_zero in -151 .. -122 or None reproduces them" in f.note
+    ctx = Ctx(SimulatedTarget(p), p.k)  # the same rows from the target itself: e_zero -127
+    ctx.blocks = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    ctx.known.update(frac_bits=10, frac_bits_at_least=False, flush_outputs=True)
+    (f,) = zeros._boundary_sums(ctx, [before], [], [])
+    assert f.fits and f.value == -127 and ctx.known["e_zero"] == -127

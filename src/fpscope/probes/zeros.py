@@ -35,13 +35,20 @@ leading exponents are tried alone (e_zero may lie between them: e8m13's X run fr
 e_zero is not observable and the profile uses None (zeros left out of the maximum), which gives
 the same results for every input of these formats. NUMERICS.md: "e_zero is unobservable for fp16
 inputs with fp32 output (the smallest product exponent is about -28)"; fp8 inputs likewise.
-Needs F (bounded); outputs flushed to zero hide the grid (then not observable, unless -0 is
-kept). Not probed: with flushed outputs, a sum of several terms each below 2^e_zero can still
-reach the normal range where e_zero lies within log2(L + 1) of the output's smallest normal
-exponent (e_zero -127 into fp32), and show the cut there; such a profile is read with None.
-Nor, where -0 results become +0, an e_zero at or below the smallest X's lead (e8m13's grid:
--139 under RZ, -140 under RNE), which only sums of terms below 2^-140 show
-(scripts/probe_sweep.py lists both).
+Needs F (bounded); outputs flushed to zero hide the grid from these routes (the sign route
+still reads it where -0 is kept, and the check below where a sum reaches the normal range).
+
+Last, every reading is checked on sums past a rounding point (:func:`_boundary_rows`): in
+the last block, a few products each leading at E - 1 or below whose exact sum lies a bit
+near 2^(E - 1 - F) past a rounding point B (half-multiples of the grid's smallest subnormal,
+the smallest normal), for E around the subnormal range. The zeros (e_zero >= E) cut that
+bit, the terms alone keep it. These show what the routes above cannot: with flushed outputs
+an e_zero within log2(L + 1) of the output's smallest normal exponent (e_zero -127 into fp32,
+where a sum of several terms below 2^-127 reaches the normal range), and where -0 results
+become +0 an e_zero at or below the smallest X's lead (e8m13's grid: -139 under RZ, -140
+under RNE; found by scripts/probe_sweep.py). Where the reading does not reproduce them, the
+first e_zero (None, then upward) that does is taken and the finding says so; where none
+does, the finding does not fit.
 """
 
 from __future__ import annotations
@@ -201,12 +208,16 @@ def run(ctx: Ctx) -> list[Finding]:
     bits below e_max: only a sum as fine as 2^(e_zero - F) tells e8m13's grid from fp32's),
     e_zero is read under every step it left, and the first (step, e_zero) pair that reproduces
     every row all readings ran, and the rounding family's tiny rows, is taken (a
-    "step_rounding" finding says so when it is not the rounding family's first)."""
+    "step_rounding" finding says so when it is not the rounding family's first). Then the
+    reading is checked on sums of a few products below it just past a rounding point
+    (:func:`_boundary_sums`)."""
     alts = ctx.known.pop("_step_alternatives", None) or []
     grid_rows = ctx.known.pop("_grid_rows", None)
     steps = [tuple(step) for step in alts]
     if len({grid_format(ctx, step).min_subnormal for step in steps}) < 2:
-        return _e_zero(ctx)  # one grid: the modes the rounding probes left equal stay equal
+        # one grid: e_zero's routes read alike under each mode; the sums past a rounding
+        # point may still tell the modes apart (F bits reaching below the grid)
+        return _boundary_sums(ctx, _e_zero(ctx), steps, [])
     saved, tries = dict(ctx.known), []
     ctx.log = [grid_rows] if grid_rows is not None else []
     try:
@@ -215,33 +226,190 @@ def run(ctx: Ctx) -> list[Finding]:
             tries.append((step, _e_zero(ctx), ctx.known))
     finally:
         log, ctx.log = ctx.log, None
+    pick = _first_fit(ctx, [t[2] for t in tries], log) if log else None
+    step, found, ctx.known = tries[0] if pick is None else tries[pick]
+    if step != steps[0]:
+        found = found + [_step_finding(ctx, steps, sum(len(rs) for rs, _ in log),
+                                       "of the e_zero readings")]
+    return _boundary_sums(ctx, found, steps, log)
+
+
+def _first_fit(ctx: Ctx, knowns: list[dict], log) -> int | None:
+    """The index of the first of ``knowns`` (what the families know, one alternative each)
+    whose candidate profile reproduces every row of ``log`` ([(rows, d), ...]) bit for bit,
+    else the first that does up to the signs of zeros (zero signs decide only where the
+    specials family read the zero rules right, which is checked again after assembly); None
+    if none does. Leaves ``ctx.known`` as it was."""
     rows = [r for rs, _ in log for r in rs]
-    if not rows:  # no reading ran a row: nothing tells the grids apart
-        ctx.known = tries[0][2]
-        return tries[0][1]
+    if not rows:  # no reading ran a row: nothing tells them apart
+        return None
     d = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in log])
     a, b, c = (np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
                np.array([r[2] for r in rows]))
-    def fits(known, signs: bool) -> bool:
-        ctx.known = known
-        try:
-            pred = fdpa_batch(a, b, c, candidate_profile(ctx))
-        except ValueError:
-            return False
-        ok = same_bits(pred, d)
-        return bool(ok.all() if signs else (ok | ((pred == 0) & (d == 0))).all())
-    # zero signs decide only where the specials family read the zero rules right (checked
-    # again after assembly): first bit for bit, then up to the sign of zeros
-    pick = next((t for signs in (True, False) for t in tries if fits(t[2], signs)), tries[0])
-    step, found, ctx.known = pick
-    if step == steps[0]:
+    saved, ok = ctx.known, []
+    try:
+        for known in knowns:
+            ctx.known = known
+            try:
+                pred = fdpa_batch(a, b, c, candidate_profile(ctx))
+            except ValueError:
+                ok.append(None)
+                continue
+            bits = same_bits(pred, d)
+            ok.append((bool(bits.all()), bool((bits | ((pred == 0) & (d == 0))).all())))
+    finally:
+        ctx.known = saved
+    for how in (0, 1):  # bit for bit, then up to the signs of zeros
+        for i, fit in enumerate(ok):
+            if fit is not None and fit[how]:
+                return i
+    return None
+
+
+def _step_finding(ctx: Ctx, steps, n: int, what: str) -> Finding:
+    step = tuple(ctx.known["step_rounding"])
+    return Finding(FAMILY, "step_rounding", list(step), rows=n,
+                   note=f"every step rounds to {step[0]} {step[1]}: of the {len(steps)} steps "
+                        f"equal on the rounding probes (first {steps[0][0]} {steps[0][1]}), "
+                        f"with e_zero = {ctx.known.get('e_zero')} it is the first that "
+                        f"reproduces all {n} rows {what}")
+
+
+def _factor(ctx: Ctx, v: float, max_lead: int):
+    """(a, b), both normal, a in a's format and b in b's, with a * b == v exactly and leading
+    exponent e_a + e_b <= ``max_lead`` (a product significand in [2, 4) leads one below v's
+    exponent); None if there is none. b's significand runs over all its values (at most 4096,
+    else b = a power of two)."""
+    fin, fb = ctx.fin, ctx.fb
+    nb = 1 << (fb.p - 1) if fb.p <= 13 else 1
+    bs = 1 + np.arange(nb) / nb
+    x = v / bs
+    ok = x * bs == v
+    m, e = np.frexp(np.abs(x))  # x = m * 2^e, m in [0.5, 1)
+    ok &= np.ldexp(m, fin.p) % 1 == 0  # x's significand fits a's precision
+    lead = e - 1  # b's significand is in [1, 2): e_a + e_b = x's exponent
+    ok &= lead <= max_lead
+    for i in np.flatnonzero(ok):
+        for eb in sorted(range(fb.emin, fb.emax), key=abs):  # below emax: no NaN encodings
+            ea = int(lead[i]) - eb
+            if fin.emin <= ea < fin.emax:
+                return float(np.ldexp(x[i], -eb)), float(np.ldexp(bs[i], eb))
+    return None
+
+
+def _split_sum(ctx: Ctx, S: float, max_lead: int, slots: int):
+    """S as a sum of at most ``slots`` products [(a, b), ...] each leading at ``max_lead`` or
+    below: n - 1 equal terms (S / n rounded down to a's precision, less 0 .. 3 units in its
+    last place) and a factored remainder (:func:`_factor`); the first that works, else None."""
+    p = ctx.fin.p
+    for n in range(1, slots + 1):
+        for k in range(4 if n > 1 else 1):
+            t0 = 0.0
+            if n > 1:
+                m, e = math.frexp(S / n)
+                t0 = math.ldexp(math.floor(math.ldexp(m, p)) - k, e - p)
+                if t0 <= 0 or exponent(t0) > max_lead:
+                    continue
+            first = _factor(ctx, t0, max_lead) if n > 1 else None
+            rest = _factor(ctx, S - (n - 1) * t0, max_lead)
+            if rest is not None and (n == 1 or first is not None):
+                return [first] * (n - 1) + [rest]
+    return None
+
+
+def _boundary_rows(ctx: Ctx, F: int):
+    """Rows of the last block whose exact sum lies a bit delta (2^(E - 1 - F) or 3 *
+    2^(E - 2 - F)) past a rounding point B (B = j * g / 2 for j = 1 .. 6 with g the grid's
+    smallest subnormal, the smallest normal of the output and of the step), or is B with
+    that bit a term of its own (B - delta and +delta, B + delta and -delta: truncation then
+    moves the sum across B), every nonzero term leading at E - 1 or below, for E from 2 below
+    g's exponent up to 2 above the output's smallest normal exponent: the zeros (e_zero >= E)
+    cut that bit, a cut at max(e_zero, the terms' leads) - F <= E - 1 - F keeps it. Sums of
+    both signs; the terms from :func:`_split_sum` and :func:`_factor`. A list of rows."""
+    fout, grid, blk = ctx.fout, grid_format(ctx), ctx.blocks[-1]
+    slots = min(len(blk), 4)
+    g = grid.min_subnormal
+    points = sorted({j * g / 2 for j in range(1, 7)} | {fout.min_normal, grid.min_normal})
+    rows = []
+    for E in range(max(fout.emin, grid.emin) + 2, exponent(g) - 3, -1):
+        for B in points:
+            for delta in (math.ldexp(1.0, E - 1 - F), math.ldexp(3.0, E - 2 - F)):
+                for dsign in (1.0, -1.0):
+                    S = B + dsign * delta
+                    if S <= 0:
+                        continue
+                    # the sum B + -delta, or B with the bit apart: B - -delta and +-delta
+                    tries = [(S, None)] + ([(S, -dsign * delta)] if slots > 1 else [])
+                    for head, tail in tries:
+                        parts = _split_sum(ctx, head, E - 1, slots - (tail is not None))
+                        if parts is not None and tail is not None:
+                            parts = parts + [_factor(ctx, tail, E - 1)]
+                        if parts is None or None in parts:
+                            continue
+                        for sign in (1.0, -1.0):
+                            raw = [(k, sign * x, y) for k, (x, y) in zip(blk, parts)]
+                            rows.append(ctx.row([], raw=raw))
+    return rows
+
+
+def _boundary_sums(ctx: Ctx, found: list[Finding], steps, log) -> list[Finding]:
+    """Check the e_zero reading on :func:`_boundary_rows`: sums of a few products below
+    2^e_zero just past a rounding point, where the routes above see nothing (flushed
+    outputs: sums reaching the smallest normal; -0 results made +0: terms below the grid's
+    smallest subnormal whose sum reaches a tie or a grid point). Where the profile known so
+    far does not reproduce them, the first (e_zero, step) that reproduces them and every row
+    of ``log`` is taken: e_zero the reading, None, then from the grid's smallest subnormal
+    exponent - 2 up to the output's smallest normal exponent + 4; the step each of ``steps``
+    (those the rounding family left equal; else the known step), which F bits reaching below
+    the grid may tell apart (zero signs aside where none does bit for bit, as in
+    :func:`_first_fit`); where none does, the e_zero finding does not fit."""
+    e = next((f for f in found if f.feature == "e_zero"), None)
+    if e is None or not e.fits or ctx.known.get("frac_bits_at_least", True):
         return found
-    return found + [Finding(FAMILY, "step_rounding", list(step), rows=len(rows),
-                            note=f"every step rounds to {step[0]} {step[1]}: of the "
-                                 f"{len(steps)} steps equal on the rounding probes (first "
-                                 f"{steps[0][0]} {steps[0][1]}), with e_zero = "
-                                 f"{ctx.known.get('e_zero')} it is the first that reproduces "
-                                 f"all {len(rows)} rows of the e_zero readings")]
+    rows = _boundary_rows(ctx, ctx.known["frac_bits"])
+    if not rows:
+        return found
+    d = ctx.run(rows)
+    if _first_fit(ctx, [ctx.known], [(rows, d)]) == 0:
+        return found
+    grid = grid_format(ctx)
+    ez = [None, *range(exponent(grid.min_subnormal) - 2, ctx.fout.emin + 5)]
+    base = ctx.known
+    steps = steps or [tuple(base.get("step_rounding", (ctx.fout.name, "RZ")))]
+    # the reading under every step first, then the other e_zero
+    knowns = [{**base, "step_rounding": s, "e_zero": z}
+              for z in [e.value] + [z for z in ez if z != e.value] for s in steps]
+    pick = _first_fit(ctx, knowns, log + [(rows, d)])
+    try:
+        pred = fdpa_batch(np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
+                          np.array([r[2] for r in rows]), candidate_profile(ctx))
+    except ValueError:  # the families' profile cannot run: their own findings say why
+        return found
+    differ = np.flatnonzero(~same_bits(pred, d))
+    ev = [ctx.evidence(rows[i], float(d[i]), f"sum past a rounding point; the reading "
+                                             f"predicts {float(pred[i])!r}") for i in differ[:4]]
+    was = f"e_zero {e.value}" + ("" if e.observable else ", not observable")
+    if pick is None:
+        new = Finding(FAMILY, "e_zero", e.value, fits=False, rows=len(rows), evidence=ev,
+                      note=f"{len(differ)} of {len(rows)} sums past a rounding point differ "
+                           f"from the reading ({was}) and no e_zero in {ez[1]} .. {ez[-1]} or None "
+                           f"reproduces them")
+        return [new if f is e else f for f in found]
+    ctx.known = knowns[pick]
+    z, step = ctx.known["e_zero"], tuple(ctx.known["step_rounding"])
+    ev += [ctx.evidence(rows[i], float(d[i]), "sum past a rounding point")
+           for i in differ[4:8]]
+    new = Finding(FAMILY, "e_zero", z, observable=z is not None, rows=len(rows), evidence=ev,
+                  note=f"{len(differ)} of {len(rows)} sums of products below 2^e_zero past a "
+                       f"rounding point differ from the reading ({was}, {steps[0][0]} "
+                       f"{steps[0][1]} steps); e_zero = {z} with {step[0]} {step[1]} steps is "
+                       f"the first that reproduces them all"
+                       + ("" if z is not None else " (zeros left out of e_max)"))
+    out = [new if f is e else f for f in found if f.feature != "step_rounding"]
+    if step != steps[0]:
+        out.append(_step_finding(ctx, steps, len(rows) + sum(len(rs) for rs, _ in log),
+                                 "of the e_zero readings and the sums past a rounding point"))
+    return out
 
 
 def _e_zero(ctx: Ctx) -> list[Finding]:
