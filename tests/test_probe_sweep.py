@@ -5,6 +5,8 @@ import dataclasses
 import importlib.util
 from pathlib import Path
 
+import numpy as np
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "probe_sweep.py"
 
 
@@ -49,3 +51,32 @@ def test_sweep_reports_profiles_probed_wrongly(capsys, monkeypatch):
 def test_sweep_refuses_a_bad_range(capsys):
     assert _sweep().main(["--e-zero=-140"]) == 2
     assert "bad argument" in capsys.readouterr().err
+
+
+def test_sweep_of_fp16_outputs(capsys):
+    # fp16 -> fp16, RZ steps, L = 2, truncate, e_zero None and -22: among them the flushed
+    # inputs whose e_zero -22 the zeros family read as -23 before its "halves" rows
+    rc = _sweep().main(["--formats", "fp16:fp16", "--steps", "fp16-RZ", "--block-sizes", "2",
+                        "--e-zero=-22:-22", "--limit", "24"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert out.strip().splitlines()[-1].startswith("0 of 24 profiles probed wrongly")
+
+
+def test_sweep_tiny_rows_are_values_of_the_formats():
+    from fpscope.formats import FORMATS, is_representable
+
+    mod = _sweep()
+    for fin, fout in mod.TINY:
+        a, b, c = mod.tiny_rows(8, rows=500, formats=(fin, fout))
+        assert a.shape == b.shape == (500, 8) and c.shape == (500,)
+        assert is_representable(a, FORMATS[fin]).all() and is_representable(b, FORMATS[fin]).all()
+        assert is_representable(c, FORMATS[fout]).all()
+        assert (c != 0).any() and (c == 0).any() and (a == 0).any()
+        prods = np.abs(a * b)[a * b != 0]  # some products below the output's subnormals
+        assert (prods < FORMATS[fout].min_subnormal).any()
+
+
+def test_sweep_refuses_unknown_formats(capsys):
+    assert _sweep().main(["--formats", "fp16:fp32"]) == 2
+    assert "--formats fp16:fp32: not one of bf16:fp32, fp16:fp16" in capsys.readouterr().err

@@ -124,7 +124,10 @@ def _sign_route(ctx: Ctx, F: int):
     largest e giving +0, below an e giving -0, gives e_zero = e + 1 + F; None when no row is cut
     (or every row is). Floor alignment makes a cut negative term -2^(e_max - F): there the row
     is +2^e and -2^(e-1), +0 when kept (a positive sum rounded to zero) and -0 when both are cut
-    (only the -2^(e_max - F) is left)."""
+    (only the -2^(e_max - F) is left). Below the smallest power-of-two product (flushed inputs:
+    2^-28 for fp16) the rows go on with the low bit 2^e of a product beside a product that
+    cancels the rest (found by scripts/probe_sweep.py --formats fp16:fp16: e_zero -19 .. -17
+    with flushed inputs and outputs read as not observable)."""
     fmt = grid_format(ctx)
     blk = ctx.blocks[-1]
     floor = ctx.known.get("alignment") == "floor"
@@ -134,19 +137,37 @@ def _sign_route(ctx: Ctx, F: int):
     top = fmt.emin - 1 if ctx.known.get("flush_outputs") else fmt.emin - fmt.p
     smallest = ctx.fin.min_subnormal * ctx.fb.min_subnormal
     rows, es, leads = [], [], []
-    for e in range(top, exponent(smallest) - 1 + floor, -1):
-        terms = ([(blk[0], math.ldexp(1.0, e)), (blk[1], -math.ldexp(1.0, e - 1))] if floor
-                 else [(blk[0], -math.ldexp(1.0, e))])
+
+    def add(e, terms):
         try:
             row = ctx.row(terms, c=-0.0, allow_subnormal=sub_ok)
         except NotRepresentable:
-            continue
+            return
         rows.append(row)  # a subnormal operand's product has a lead above its value
         es.append(e)
         leads.append(max(ctx.lead(row[0][k], row[1][k]) for k, _ in terms))
+
+    for e in range(top, exponent(smallest) - 1 + floor, -1):
+        add(e, [(blk[0], math.ldexp(1.0, e)), (blk[1], -math.ldexp(1.0, e - 1))] if floor
+            else [(blk[0], -math.ldexp(1.0, e))])
     if len(rows) < 2:
         return None
-    d = ctx.run(rows)
+    d = list(ctx.run(rows))
+    s_lo = None
+    if len(blk) >= 2 and all(float(v) == 0 and (math.copysign(1.0, float(v)) > 0) == floor
+                             for v in d):
+        # every row kept: below the smallest power-of-two product 2^s_lo (flushed inputs: the
+        # smallest normal one), the low bit 2^s of a product beside a cancelling one: -(low +
+        # 2^s) and +low (floor: +(low + 2^s) and -(low + 2^(s - 1))); low = 2^s_lo, under
+        # nearest alignment 2^(s_lo + 1), an even multiple of the cut's weight (a tie below it
+        # rounds down)
+        s_lo, n = es[-1], len(rows)
+        low = math.ldexp(1.0, s_lo + (ctx.known.get("alignment") == "nearest"))
+        for e in range(s_lo - 1, s_lo - ctx.fin.p, -1):
+            bit = math.ldexp(1.0, e)
+            add(e, [(blk[0], low + bit), (blk[1], -(low + bit / 2))] if floor
+                else [(blk[0], -(low + bit)), (blk[1], low)])
+        d += list(ctx.run(rows[n:]))
     if any(float(v) != 0 for v in d):  # RD and the like: not a zero, no sign to read
         return None
     cut = [(math.copysign(1.0, float(v)) > 0) != floor for v in d]
@@ -161,6 +182,8 @@ def _sign_route(ctx: Ctx, F: int):
         return None
     ctx.known["e_zero"] = e_zero
     what = "2^e and -2^(e-1)" if floor else "-2^e alone"
+    if s_lo is not None and T < s_lo:
+        what += f" (below 2^{s_lo}: the low bit 2^e of a product beside one cancelling the rest)"
     ev = [ctx.evidence(r, float(v), f"{what}, e = {e}") for r, v, e in zip(rows, d, es)
           if abs(e - T) <= 1]
     kept, cut_ = ("+0", "-0") if floor else ("-0", "+0")
@@ -308,7 +331,7 @@ def _split_sum(ctx: Ctx, S: float, max_lead: int, slots: int):
             if n > 1:
                 m, e = math.frexp(S / n)
                 t0 = math.ldexp(math.floor(math.ldexp(m, p)) - k, e - p)
-                if t0 <= 0 or exponent(t0) > max_lead:
+                if t0 <= 0 or exponent(t0) > max_lead + 1:  # significand [2, 4): lead - 1
                     continue
             first = _factor(ctx, t0, max_lead) if n > 1 else None
             rest = _factor(ctx, S - (n - 1) * t0, max_lead)
@@ -322,7 +345,10 @@ def _boundary_rows(ctx: Ctx, F: int):
     2^(E - 2 - F)) past a rounding point B (B = j * g / 2 for j = 1 .. 6 with g the grid's
     smallest subnormal, the smallest normal of the output and of the step), or is B with
     that bit a term of its own (B - delta and +delta, B + delta and -delta: truncation then
-    moves the sum across B), every nonzero term leading at E - 1 or below, for E from 2 below
+    moves the sum across B) or spread over two halves (B / 2 + delta and B / 2 - delta; found
+    by scripts/probe_sweep.py --formats fp16:fp16, where flushed inputs leave no product as
+    small as delta and no one product leading below E is as large as B - delta), every
+    nonzero term leading at E - 1 or below, for E from 2 below
     g's exponent up to 2 above the output's smallest normal exponent: the zeros (e_zero >= E)
     cut that bit, a cut at max(e_zero, the terms' leads) - F <= E - 1 - F keeps it. Sums of
     both signs; the terms from :func:`_split_sum` and :func:`_factor`. A list of rows."""
@@ -334,21 +360,28 @@ def _boundary_rows(ctx: Ctx, F: int):
     for E in range(max(fout.emin, grid.emin) + 2, exponent(g) - 3, -1):
         for B in points:
             for delta in (math.ldexp(1.0, E - 1 - F), math.ldexp(3.0, E - 2 - F)):
+                cands = []
                 for dsign in (1.0, -1.0):
                     S = B + dsign * delta
                     if S <= 0:
                         continue
                     # the sum B + -delta, or B with the bit apart: B - -delta and +-delta
-                    tries = [(S, None)] + ([(S, -dsign * delta)] if slots > 1 else [])
-                    for head, tail in tries:
-                        parts = _split_sum(ctx, head, E - 1, slots - (tail is not None))
-                        if parts is not None and tail is not None:
-                            parts = parts + [_factor(ctx, tail, E - 1)]
-                        if parts is None or None in parts:
-                            continue
-                        for sign in (1.0, -1.0):
-                            raw = [(k, sign * x, y) for k, (x, y) in zip(blk, parts)]
-                            rows.append(ctx.row([], raw=raw))
+                    cands.append(_split_sum(ctx, S, E - 1, slots))
+                    if slots > 1:
+                        head = _split_sum(ctx, S, E - 1, slots - 1)
+                        tail = _factor(ctx, -dsign * delta, E - 1)
+                        cands.append(None if head is None else head + [tail])
+                if slots > 1 and B > 2 * delta:
+                    # B as two halves that carry the bit, +-delta (where delta alone, or B
+                    # -+ delta in one product, is not a product of the formats)
+                    cands.append([_factor(ctx, B / 2 + delta, E - 1),
+                                  _factor(ctx, B / 2 - delta, E - 1)])
+                for parts in cands:
+                    if parts is None or None in parts:
+                        continue
+                    for sign in (1.0, -1.0):
+                        raw = [(k, sign * x, y) for k, (x, y) in zip(blk, parts)]
+                        rows.append(ctx.row([], raw=raw))
     return rows
 
 
