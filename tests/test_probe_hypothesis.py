@@ -25,11 +25,14 @@ STEPS = [("fp32", "RZ"), ("fp32", "RNE"), ("e8m13", "RZ"), ("e8m13", "RNE"), ("f
 def profiles(draw):
     step = draw(st.sampled_from(STEPS))
     out = "fp16" if step[0] == "fp16" else "fp32"
-    fin = "fp16" if out == "fp16" else draw(st.sampled_from(["fp16", "bf16"]))
+    fp8 = ["fp8_e4m3fn", "fp8_e5m2"]
+    fin = draw(st.sampled_from((["fp16"] if out == "fp16" else ["fp16", "bf16"]) + fp8))
     L = draw(st.sampled_from([2, 4, 8, 16, 32]))
     stages = 2 if L == 2 else draw(st.sampled_from([1, 2] if L <= 16 else [1]))
-    # fp16 outputs: the cancellation probes see at most 26 kept bits (2^15 .. 2^-14)
-    F = draw(st.integers(10, 26 if out == "fp16" else 30).filter(
+    # fp16 outputs: the cancellation probes see at most 26 kept bits (2^15 .. 2^-14); fp8
+    # products (e4m3: 2^16 .. 2^-12) at most about 30, and devices keep 13 (Hopper, Ada) or 25
+    # (Blackwell, mmasim): F >= 31 with c added last reads as lossless (a known limit)
+    F = draw(st.integers(10, 25 if fin in fp8 else 26 if out == "fp16" else 30).filter(
         lambda f: f + 2 + math.log2(L + 1) <= 53))
     # e_zero around the output's subnormal range (NUMERICS.md: -19 .. -22 for fp16 outputs;
     # scripts/probe_sweep.py --formats fp16:fp16 found corners up to -15)
@@ -183,6 +186,12 @@ EDGES = {
     "fp16, L = 2, halves": _edge(in_format="fp16", out_format="fp16", e_zero=-22,
                                  step_rounding=("fp16", "RZ"), flush_inputs=True,
                                  neg_zero_to_pos=True),
+    # rounding (random fp8 profiles): F = 11 bits below e_max with fp8 products; n copies of
+    # 2^Eh never carried a sum past e8m13's 14 bits (every step mode read as equal, fp32 RZ
+    # taken, rejected by the validation); L - 1 products of 1.875 * 2^Eh do
+    "fp8, e8m13 RNE steps, F = 11": _edge(in_format="fp8_e4m3fn", block_size=8, k=8,
+                                          frac_bits=11, e_zero=None, alignment="floor",
+                                          step_rounding=("e8m13", "RNE")),
     "fp16, L = 2, halves at the smallest normal": _edge(in_format="fp16", out_format="fp16",
                                                         e_zero=-15,
                                                         step_rounding=("fp16", "RZ"),
@@ -203,6 +212,18 @@ def test_edge_profile_round_trip(name):
     assert (fdpa_batch(A, B, C, p).view(np.int64) == fdpa_batch(A, B, C, q).view(np.int64)).all()
     if p.k > p.block_size and p.c_entry == "first":
         assert q.zero_sum_sign == p.zero_sum_sign
+
+
+@pytest.mark.xfail(strict=True, reason="known limit: the zeros family's sums past a rounding "
+                   "point take points at the subnormal range and the smallest normal only; an "
+                   "e_zero above fp16's smallest normal exponent cuts bits of normal sums "
+                   "(found by the 6000-example random round trip; rejected, never accepted)")
+def test_e_zero_above_the_smallest_normal():
+    p = _edge(in_format="fp16", out_format="fp16", frac_bits=13, e_zero=-13,
+              step_rounding=("fp16", "RNE"), flush_inputs=True, flush_outputs=True)
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=2048, seed=1)
+    assert rep.fits and rep.accepted, rep.reason
+    assert rep.profile.e_zero == -13
 
 
 def test_step_grid_choice_is_reported():

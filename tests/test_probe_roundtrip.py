@@ -91,6 +91,19 @@ def test_e_zero_not_observable_for_fp16_in_fp32_out():
     assert rep.profile.e_zero is None
 
 
+@pytest.mark.parametrize("F", [28, 29, 30])
+def test_frac_bits_below_the_smallest_fp8_product(F):
+    """fp8 e4m3 products of powers of two span 2^16 .. 2^-12 (t <= 28); with c added last c
+    cannot be the third term, so the low bit of a product 2^-12 + 2^(-12 - j) carries t to 31
+    (F = 29 and 30 were read as lossless blocks, F = 276, before). F >= 31 is still read so:
+    c added last is never cut, like c in a lossless block (a known limit)."""
+    p = PRESETS["hopper-e4m3"].replace(frac_bits=F, c_entry="last", k=32)
+    rep = probe(SimulatedTarget(p), "fp8_e4m3fn", "fp32", cases=0)
+    (f,) = [f for f in rep.findings if f.feature == "frac_bits"]
+    assert (f.value, f.observable) == (F, True), f.note
+    assert rep.profile.frac_bits == F
+
+
 def test_e_zero_observed_for_fp16_output():
     rep = probe("sim:ampere-fp16-fp16out", "fp16", cases=0)
     assert rep.profile.e_zero == PRESETS["ampere-fp16-fp16out"].e_zero

@@ -183,5 +183,7 @@ def test_precision_c_path_bounds_F():
         ctx = Ctx(SimulatedTarget(p), p.k)
         structure.run(ctx)
         (f,) = precision.run(ctx)
-        assert f.value == F and "c as the third term" in f.note, f.note
+        assert f.value == F, f.note
+        # e3m2 products of powers of two reach t = 12 alone, their low bits t = 14; beyond, c
+        assert ("c as the third term" in f.note) == (F > 14), f.note
         assert ctx.known["frac_bits_at_least"] is False

@@ -10,11 +10,15 @@ is the same for "truncate", "floor" and "nearest" alignment on a single positive
 F convention (fpscope.profile): fraction bits kept below 2^e_max, e_max = e_a + e_b of the
 largest product (significands in [1, 4)); F = 24 on Ampere.
 
+Where every such term survives and blocks hold four products, t goes on below the smallest
+power-of-two product 2^lo with the low bit of a product: 2^lo + 2^(lo - j) beside -2^lo, j = 1
+.. p(in) - 1 (fp8 e4m3 spans 2^16 .. 2^-12 alone).
+
 Outcomes: F = the largest surviving t (survivals must form a prefix). All probed t surviving:
 F >= t_max ("at least"; the range is limited by the formats: t_max = E - max(2 e_min(in),
-e_min(out))). Not observable: blocks of one product (no room for a cancelling pair beside the
-third term: an FMA chain keeps the exact product; F is then set to the largest value the
-vectorised engine accepts, 50, and the validation decides).
+e_min(out)) + p(in) - 1). Not observable: blocks of one product (no room for a cancelling pair
+beside the third term: an FMA chain keeps the exact product; F is then set to the largest
+value the vectorised engine accepts, 50, and the validation decides).
 
 c as the third term: when every product-only probe keeps its term (fp6/fp4 products span only 4
 to 12 binades, fewer than F), or blocks hold two products, the third term is c = 2^(E - t), which
@@ -75,6 +79,23 @@ def run(ctx: Ctx) -> list[Finding]:
                         note="no probe can be formed with these formats")]
     d = ctx.run(rows)
     meanings = [f"2^{E} - 2^{E} + 2^{E - t}: t = {t}" for t in ts]
+    if L >= 4 and all(x == math.ldexp(1.0, E - t) for x, t in zip(d, ts)):
+        # every term kept: below the smallest power-of-two product 2^lo, the low bit 2^(lo - j)
+        # of a product 2^lo + 2^(lo - j) beside -2^lo (fp8 e4m3: 2^16 .. 2^-12 bounds F <= 28
+        # alone, too few for F = 30 where c is added last and cannot be the third term)
+        low, more, more_ts = math.ldexp(1.0, E - ts[-1]), [], []
+        for j in range(1, ctx.fin.p):
+            bit = math.ldexp(low, -j)
+            try:
+                more.append(ctx.row([(blk[0], math.ldexp(1.0, E)), (blk[1], -math.ldexp(1.0, E)),
+                                     (blk[2], low + bit), (blk[3], -low)]))
+            except NotRepresentable:
+                break
+            more_ts.append(ts[-1] + j)
+        if more:
+            meanings += [f"2^{E} - 2^{E} + (2^{E - ts[-1]} + 2^{E - t}) - 2^{E - ts[-1]}: t = {t}"
+                         for t in more_ts]
+            rows, ts, d = rows + more, ts + more_ts, np.concatenate([d, ctx.run(more)])
     ev = sample_evidence(ctx, rows, d, meanings, limit=6)
     bad = _read(ctx, rows, d, ts, meanings, ev, E)
     if bad is not None:

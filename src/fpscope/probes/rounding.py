@@ -2,7 +2,8 @@
 
 Inputs: sums whose exact value sits just above, on, or below rounding points of every candidate
 format, all in the first block: n copies of +-2^Eh (n = 1, 2, 3, 4, L - 1: carries push the sum's
-leading bit above e_max) plus one term +-m * 2^(Eh - t), m in {1, 1.25, 1.5, 1 + 2^(1-p_in)}
+leading bit above e_max; for n = L - 1 also +-(2 - 2^(1-p_in)) * 2^Eh, whose carries reach
+further) plus one term +-m * 2^(Eh - t), m in {1, 1.25, 1.5, 1 + 2^(1-p_in)}
 (the last puts a bit far below a tie, which a truncating wider step moves onto it), t = 1 .. F + 2;
 single tiny products on the output's subnormal grid (in the last block); then random in-format
 values in the first block and over all blocks (chained steps), with random
@@ -79,13 +80,20 @@ def probe_rows(ctx: Ctx) -> list:
     ns = sorted({n for n in (1, 2, 3, 4, L - 1) if 1 <= n <= L - 1})
     ms = [1.0, 1.5] + ([1.25, 1.0 + math.ldexp(1.0, 1 - fin.p)] if fin.p >= 3 else [])
     c_first = ctx.known.get("c_entry", "first") == "first"
-    for n in ns or [0]:
+    # the big terms 2^Eh, and for n = L - 1 also the largest significand of a's format (2 -
+    # 2^(1 - p)): their carries put the sum's leading bit up to log2(2 (L - 1)) above e_max,
+    # so that F bits below e_max exceed a narrower step's precision (fp8 products with F = 11:
+    # e8m13's 14 bits, which n copies of 2^Eh never exceed)
+    tops = [(n, 1.0, ms) for n in ns or [0]]
+    if len(ns) and ns[-1] >= 2 and fin.p >= 2:
+        tops.append((ns[-1], 2.0 - math.ldexp(1.0, 1 - fin.p), [1.0, 1.5]))
+    for n, top, ms_n in tops:
         for t in range(1, F + 3):
-            for m in ms:
+            for m in ms_n:
                 for s1 in (1.0, -1.0):
                     for s2 in (1.0, -1.0):
                         small = s2 * m * math.ldexp(1.0, Eh - t)
-                        big = [(blk[i], s1 * math.ldexp(1.0, Eh)) for i in range(n)]
+                        big = [(blk[i], s1 * top * math.ldexp(1.0, Eh)) for i in range(n)]
                         try:
                             if n == 0:  # L = 1: the big term is c
                                 rows.append(ctx.row([(blk[0], small)], c=s1 * math.ldexp(1.0, Eh)))
