@@ -5,6 +5,9 @@ format, all in the first block: n copies of +-2^Eh (n = 1, 2, 3, 4, L - 1: carri
 leading bit above e_max; for n = L - 1 also +-(2 - 2^(1-p_in)) * 2^Eh, whose carries reach
 further) plus one term +-m * 2^(Eh - t), m in {1, 1.25, 1.5, 1 + 2^(1-p_in)}
 (the last puts a bit far below a tie, which a truncating wider step moves onto it), t = 1 .. F + 2;
+where c enters with the first block, also L - 1 products +-(2 - 2^(1-p_in)) * 2^Eh, one
++-{1, 1.5} * 2^Eh and c = +-{2 - 2^-t, 1 + 2^-t, 1.5 + 2^-t, 1 + 1.5 * 2^-t} * 2^Eh (carries to
+e_max + 2 with c's low bits under an odd or even kept bit);
 single tiny products on the output's subnormal grid (in the last block); then random in-format
 values in the first block and over all blocks (chained steps), with random
 c. Eh is chosen so that no sum overflows the output format.
@@ -99,6 +102,23 @@ def probe_rows(ctx: Ctx) -> list:
                                 rows.append(ctx.row([(blk[0], small)], c=s1 * math.ldexp(1.0, Eh)))
                             else:
                                 rows.append(ctx.row(big + [(blk[n], small)]))
+                        except NotRepresentable:
+                            pass
+    # c entering with the first block is one more big term: with the largest product
+    # significands its carries reach e_max + 2, one bit past what L - 1 products reach (L = 2:
+    # one big product never passes e8m13's 14 bits at F = 12); c's significand carries the low
+    # bits (all ones, or one bit under an odd or even kept bit) down to 2^(Eh - t)
+    if c_first and L >= 2 and fin.p >= 2:
+        top = 2.0 - math.ldexp(1.0, 1 - fin.p)
+        for t in range(1, F + 3):
+            u = math.ldexp(1.0, -t)
+            for cm in (2.0 - u, 1.0 + u, 1.5 + u, 1.0 + 1.5 * u):
+                for sm in (1.0, 1.5):
+                    for s1 in (1.0, -1.0):
+                        big = [(blk[i], s1 * top * math.ldexp(1.0, Eh)) for i in range(L - 1)]
+                        try:
+                            rows.append(ctx.row(big + [(blk[L - 1], s1 * sm * math.ldexp(1.0, Eh))],
+                                                c=s1 * cm * math.ldexp(1.0, Eh)))
                         except NotRepresentable:
                             pass
     # the subnormal grids of the candidates differ (e8m13 is coarser than fp32 there); these

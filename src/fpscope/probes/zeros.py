@@ -41,10 +41,12 @@ still reads it where -0 is kept, and the check below where a sum reaches the nor
 Last, every reading is checked on sums past a rounding point (:func:`_boundary_rows`): in
 the last block, a few products each leading at E - 1 or below whose exact sum lies a bit
 near 2^(E - 1 - F) past a rounding point B (half-multiples of the grid's smallest subnormal,
-the smallest normal), for E around the subnormal range. The zeros (e_zero >= E) cut that
-bit, the terms alone keep it. These show what the routes above cannot: with flushed outputs
-an e_zero within log2(L + 1) of the output's smallest normal exponent (e_zero -127 into fp32,
-where a sum of several terms below 2^-127 reaches the normal range), and where -0 results
+the smallest normal; ties and a grid point in a normal binade just below 2^E), for E around
+the subnormal range. The zeros (e_zero >= E) cut that bit, the terms alone keep it. These show
+what the routes above cannot: with flushed outputs an e_zero within log2(L + 1) of the
+output's smallest normal exponent (e_zero -127 into fp32, where a sum of several terms below
+2^-127 reaches the normal range; fp16's e_zero -13, cutting bits of normal sums only: found by
+the random round trip), and where -0 results
 become +0 an e_zero at or below the smallest X's lead (e8m13's grid: -139 under RZ, -140
 under RNE; found by scripts/probe_sweep.py). Where the reading does not reproduce them, the
 first e_zero (None, then upward) that does is taken and the finding says so; where none
@@ -343,7 +345,9 @@ def _split_sum(ctx: Ctx, S: float, max_lead: int, slots: int):
 def _boundary_rows(ctx: Ctx, F: int):
     """Rows of the last block whose exact sum lies a bit delta (2^(E - 1 - F) or 3 *
     2^(E - 2 - F)) past a rounding point B (B = j * g / 2 for j = 1 .. 6 with g the grid's
-    smallest subnormal, the smallest normal of the output and of the step), or is B with
+    smallest subnormal, the smallest normal of the output and of the step; where 2^(E - 1)
+    is normal on the grid also 2^(E - 1) + k * u / 2 for k = 1, 2, 3, u its unit there), or
+    is B with
     that bit a term of its own (B - delta and +delta, B + delta and -delta: truncation then
     moves the sum across B) or spread over two halves (B / 2 + delta and B / 2 - delta; found
     by scripts/probe_sweep.py --formats fp16:fp16, where flushed inputs leave no product as
@@ -358,7 +362,12 @@ def _boundary_rows(ctx: Ctx, F: int):
     points = sorted({j * g / 2 for j in range(1, 7)} | {fout.min_normal, grid.min_normal})
     rows = []
     for E in range(max(fout.emin, grid.emin) + 2, exponent(g) - 3, -1):
-        for B in points:
+        # in a normal binade just below 2^E also a tie under an even and an odd kept bit and
+        # the grid point between (an e_zero above the smallest normal exponent cuts bits
+        # of normal sums: found by the random round trip, fp16 outputs with e_zero -13)
+        u = math.ldexp(1.0, E - grid.p)  # the grid's unit in [2^(E-1), 2^E)
+        ties = [math.ldexp(1.0, E - 1) + k * u / 2 for k in (1, 2, 3)] if E > grid.emin else []
+        for B in points + ties:
             for delta in (math.ldexp(1.0, E - 1 - F), math.ldexp(3.0, E - 2 - F)):
                 cands = []
                 for dsign in (1.0, -1.0):
