@@ -369,29 +369,50 @@ def _boundary_rows(ctx: Ctx, F: int):
         ties = [math.ldexp(1.0, E - 1) + k * u / 2 for k in (1, 2, 3)] if E > grid.emin else []
         for B in points + ties:
             for delta in (math.ldexp(1.0, E - 1 - F), math.ldexp(3.0, E - 2 - F)):
-                cands = []
+                cands = []  # (products, c)
                 for dsign in (1.0, -1.0):
                     S = B + dsign * delta
                     if S <= 0:
                         continue
                     # the sum B + -delta, or B with the bit apart: B - -delta and +-delta
-                    cands.append(_split_sum(ctx, S, E - 1, slots))
+                    cands.append((_split_sum(ctx, S, E - 1, slots), 0.0))
                     if slots > 1:
                         head = _split_sum(ctx, S, E - 1, slots - 1)
                         tail = _factor(ctx, -dsign * delta, E - 1)
-                        cands.append(None if head is None else head + [tail])
+                        cands.append((None if head is None else head + [tail], 0.0))
+                    if B >= fout.min_normal:
+                        # c the output's grid point at or below B, the rest in products (fp8
+                        # products hold too few bits for a point of a normal fp16 binade:
+                        # found by the random round trip, e5m2 -> fp16 with e_zero -13)
+                        cands.append(_with_c(ctx, S, B, E - 1, slots))
                 if slots > 1 and B > 2 * delta:
                     # B as two halves that carry the bit, +-delta (where delta alone, or B
                     # -+ delta in one product, is not a product of the formats)
-                    cands.append([_factor(ctx, B / 2 + delta, E - 1),
-                                  _factor(ctx, B / 2 - delta, E - 1)])
-                for parts in cands:
+                    cands.append(([_factor(ctx, B / 2 + delta, E - 1),
+                                   _factor(ctx, B / 2 - delta, E - 1)], 0.0))
+                for parts, c in cands:
                     if parts is None or None in parts:
                         continue
                     for sign in (1.0, -1.0):
                         raw = [(k, sign * x, y) for k, (x, y) in zip(blk, parts)]
-                        rows.append(ctx.row([], raw=raw))
+                        rows.append(ctx.row([], raw=raw, c=sign * c if c else 0.0))
     return rows
+
+
+def _with_c(ctx: Ctx, S: float, B: float, max_lead: int, slots: int):
+    """(products, c) summing to S: c = B rounded down to the output format's grid (B normal),
+    the rest S - c split into products leading at ``max_lead`` or below (:func:`_split_sum`,
+    negated where negative); (None, 0.0) where it cannot be split."""
+    fout = ctx.fout
+    unit = math.ldexp(1.0, exponent(B) - fout.p + 1)
+    c = math.floor(B / unit) * unit
+    rest = S - c
+    if rest == 0:
+        return None, 0.0
+    parts = _split_sum(ctx, abs(rest), max_lead, slots)
+    if parts is None or None in parts:
+        return None, 0.0
+    return [(math.copysign(x, rest), y) for x, y in parts], c
 
 
 def _boundary_sums(ctx: Ctx, found: list[Finding], steps, log) -> list[Finding]:
