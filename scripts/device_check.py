@@ -16,9 +16,10 @@ Steps, each written as a JSON record into DIR and summed up in one table printed
 4. reveal torch.sum on CUDA for fp32 n = 4096 (case C7) and torch.matmul's K order
    (1 x 256 x 1 and 64 x 256 x 64);
 5. special inputs that only a GPU can settle (:data:`SPECIALS`: a tf32 NaN whose payload lies
-   below tf32's fraction bits, where mmasim's bit truncation gives Inf and fpscope's presets
-   NaN; Inf * 0 and a sum of -0 products in fp16), fed as raw bit patterns, with the live and
-   the preset's output bits side by side.
+   below tf32's fraction bits, where the tensor core's bit truncation, as mmasim and fpscope's
+   presets model it, gives Inf, and a kernel that converts with ``cvt.rna.tf32.f32`` first
+   would give NaN; Inf * 0 and a sum of -0 products in fp16), fed as raw bit patterns, with
+   the live and the preset's output bits side by side.
 Without CUDA every GPU step is reported as skipped and the script exits 0, so it can be tested
 on any machine (tests/test_device_check.py); ``--fake`` runs step 2 against the emulator itself
 (every preset must then match its own outputs), which tests the comparison code.
@@ -149,9 +150,12 @@ def preset_bits(fmt: str, preset: str, a_bits, b_bits) -> int:
     from fpscope.profile import PRESETS, resolve_format
 
     p = PRESETS[preset]
-    fin = resolve_format("fp32" if fmt == "tf32" else fmt)
-    a = decode(np.asarray(a_bits, np.uint64), fin)
-    b = decode(np.asarray(b_bits, np.uint64), fin)
+    if fmt == "tf32":  # fp32 words as float32 arrays: a signalling NaN keeps its payload
+        a = np.asarray(a_bits, np.uint32).view(np.float32)
+        b = np.asarray(b_bits, np.uint32).view(np.float32)
+    else:
+        a = decode(np.asarray(a_bits, np.uint64), resolve_format(fmt))
+        b = decode(np.asarray(b_bits, np.uint64), resolve_format(fmt))
     out = "fp32" if fmt == "tf32" else "fp16"
     d = matmul(a[None, :], b[:, None], profile=p, out_format=None if out == "fp32" else out)
     v = float(d[0, 0])

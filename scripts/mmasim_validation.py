@@ -5,7 +5,8 @@ model (:data:`MODELS`), draw operand tiles of the instruction's full m x n x k s
 mmasim model on the tiles (``op(A, B, C) -> D``, A: (m, k), B: (k, n), C, D: (m, n) torch
 tensors of the instruction's types) and fpscope's :func:`~fpscope.emulate.vectorized.fdpa_batch`
 on one instruction per output element (row i of A, column j of B, C[i, j]), and compare the
-output bit patterns. NaN: both models return a canonical NaN (mmasim 0x7FFF / 0x7FFFFFFF,
+output bit patterns. tf32 presets take fp32 words as float32 arrays (:func:`_operand_values`).
+NaN: both models return a canonical NaN (mmasim 0x7FFF / 0x7FFFFFFF,
 fpscope ``profile.nan_bits``), so the patterns are compared as they are.
 
 Operand generators (each gets an equal share of the cases):
@@ -257,6 +258,15 @@ def _operand_names(prof) -> tuple[str, str]:
     return tuple("fp32" if f == "tf32" else f for f in prof.operand_formats)
 
 
+def _operand_values(pat: np.ndarray, fmt) -> np.ndarray:
+    """Operands for fpscope: fp32 bit patterns (tf32 presets) as float32 arrays, whose words
+    fpscope reads as mmasim does (a signalling NaN keeps its payload; float64 would quiet it),
+    other formats decoded to float64 values."""
+    if fmt.name == "fp32":
+        return pat.astype(np.uint32).view(np.float32)
+    return decode(pat, fmt)
+
+
 #: mmasim's output bits per (preset, model, operand formats, seed, generator, tiles), which fix
 #: the draws and the model: :func:`sensitivity` compares every variant with the same mmasim
 #: outputs, computed once.
@@ -314,7 +324,7 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
                       "scale_b": np.repeat(np.swapaxes(decode(SB, fs), 1, 2)[:, None], m, axis=1
                                            ).reshape(-1, nb)}
         # fpscope: one instruction per output element
-        av, bv, cv = decode(A, fin), decode(B, fb), decode(C, fout)
+        av, bv, cv = _operand_values(A, fin), _operand_values(B, fb), decode(C, fout)
         a_rows = np.repeat(av[:, :, None, :], n, axis=2).reshape(-1, k)      # (t, m, n, k)
         b_cols = np.repeat(np.swapaxes(bv, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
         d_fp = fdpa_batch(a_rows, b_cols, cv.reshape(-1), prof, **scales)
@@ -344,10 +354,10 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
 #: Hand-made fp16-input, fp16-output cases where the exponent a zero term takes (``e_zero``)
 #: decides an RNE tie: c = 0 and a zero product (so the zero's exponent is the block maximum),
 #: nonzero products far below it, their exact sum (2^-25 + a low bit, or 2.5 * 2^-24 + a low
-#: bit) sits one low bit above a tie. mmasim's e_zero is one above fpscope's for every fp16
-#: output (Volta -19 vs -20, Turing/Ampere/Ada -20 vs -21, Hopper -21 vs -22), so mmasim's
-#: window cut ``2^(e_zero - F)`` drops the low bit fpscope keeps. a/b hold the leading products;
-#: the rest of k is zeros.
+#: bit) sits one low bit above a tie. The e_zero one below mmasim's (Volta -20,
+#: Turing/Ampere/Ada -21, Hopper -22: the validated presets' until 2026-12-01) keeps the low bit
+#: that mmasim's window cut ``2^(e_zero - F)`` drops. a/b hold the leading products; the rest of
+#: k is zeros.
 E_ZERO_TIE_CASES: dict[str, tuple[list, list]] = {
     # 2^-23 + 2^-32 + 2^-43  +  (2^-25 - 2^-32); bit 2^-43: cut at -42 (mmasim) / -43 (fpscope)
     "volta-fp16-fp16out": ([(1 + 2**-10) * 2**-10, 1.984375 * 2**-13],

@@ -58,20 +58,21 @@ def test_validation_reports_a_mismatch():
 
 def test_special_cases_compare_bits(tmp_path):
     """The special-input step hands bit patterns over unchanged and flags a GPU whose output
-    differs from the preset's (here a stand-in that turns the low-payload tf32 NaN into -Inf,
-    as mmasim's bit truncation does)."""
+    differs from the preset's (here a stand-in that keeps the low-payload tf32 NaN a NaN, as
+    a kernel converting with cvt.rna.tf32.f32 would, where the preset truncates it to Inf)."""
     same = dc.special_cases(dc.fake_bits)
     assert same["matched"] == same["total"] == len(dc.SPECIALS)
     nan_case = same["cases"][0]
-    assert nan_case["a"][0] == "0x7F801AA7" and nan_case["preset_output"] == "0x7FFFFFFF"
+    assert nan_case["a"][0] == "0x7F801AA7" and nan_case["preset_output"] == "0x7F800000"
+    assert same["cases"][1]["preset_output"] == "0x7FFFFFFF"  # the quiet NaN stays NaN
 
-    def truncating(fmt):
+    def converting(fmt):
         real = dc.fake_bits(fmt)
-        return lambda a, b: 0xFF800000 if a[0] == 0x7F801AA7 else real(a, b)
+        return lambda a, b: 0x7FFFFFFF if a[0] == 0x7F801AA7 else real(a, b)
 
-    res = dc.special_cases(truncating)
+    res = dc.special_cases(converting)
     assert res["matched"] == res["total"] - 1
-    assert res["cases"][0]["live"] == "0xFF800000" and not res["cases"][0]["same"]
+    assert res["cases"][0]["live"] == "0x7FFFFFFF" and not res["cases"][0]["same"]
     assert dc.main(["--out", str(tmp_path), "--cases", "256", "--fake"]) == 0
     rec = json.loads((tmp_path / "specials.json").read_text())
     assert rec["result"]["matched"] == len(dc.SPECIALS)

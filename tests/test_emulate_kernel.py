@@ -143,6 +143,31 @@ def test_kernel_equals_reference_loop(name):
             assert output_bits(float(D[m, n]), p) == output_bits(d, p), (m, n)
 
 
+@pytest.mark.parametrize("name", ["hopper-tf32", "cdna3-xf32"])
+def test_tf32_words_on_every_engine(name):
+    """float32 operands of a truncating tf32 profile are read as fp32 words on all three
+    engines: signalling NaNs whose payload lies in the 13 dropped bits are +-Inf, other NaNs
+    NaN (tests/test_emulate_reference.py: test_tf32_truncation_reads_the_fp32_word)."""
+    p = PRESETS[name]
+    rng = np.random.default_rng(_seed(name, 5))
+    M, N, K = 6, 5, 2 * p.k
+    words = rng.integers(0x3E000000, 0x41000000, size=(M + N, K), dtype=np.uint32)
+    words[rng.random(words.shape) < 0.5] ^= 0x80000000
+    nans = np.array([0x7F800001, 0xFF801AA7, 0x7F802000, 0x7FC00000], dtype=np.uint32)
+    words[np.arange(M + N), rng.integers(0, K, M + N)] = nans[np.arange(M + N) % 4]
+    A, B = words[:M].view(np.float32), words[M:].view(np.float32).T.copy()
+    C = np.zeros((M, N))
+    D = {e: matmul(A, B, C, profile=p, engine=e) for e in ("numpy", "numba")}
+    assert np.isinf(D["numpy"]).any() and np.isnan(D["numpy"]).any()
+    for m in range(M):
+        for n in range(N):
+            d = 0.0
+            for j in range(0, K, p.k):
+                d = fdpa(A[m, j:j + p.k], B[j:j + p.k, n], d, p)
+            for e in D:
+                assert output_bits(float(D[e][m, n]), p) == output_bits(d, p), (e, m, n)
+
+
 def test_profile_variants():
     """Knobs no validated preset uses: floor / nearest alignment, e_zero None, flushing, other
     step and output roundings, c added last with a k order, an odd block size, and a window

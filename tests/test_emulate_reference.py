@@ -89,6 +89,27 @@ def test_tf32_operand_conversion():
     assert run(p.replace(operand_conversion="round"), [1024.5], [1.0], 0.0) == 1025.0
 
 
+def _f32(*words):
+    import numpy as np
+
+    return list(np.array(words, dtype=np.uint32).view(np.float32))
+
+
+def test_tf32_truncation_reads_the_fp32_word():
+    """"truncate" clears the 13 low bits of a float32 operand's word: a signalling NaN whose
+    payload lies only there is +-Inf (as mmasim's ``truncate_fp32_to_tf32``); a NaN with a
+    payload bit above them, and every float64 NaN (quiet), stays NaN; "round" keeps NaN."""
+    p = get_profile("hopper-tf32")
+    one = _f32(0x3F800000)
+    assert run(p, _f32(0x7F801AA7), one, 0.0) == math.inf
+    assert run(p, _f32(0xFF800001), one, 0.0) == -math.inf
+    assert math.isnan(run(p, _f32(0x7F802000), one, 0.0))  # payload bit 13: kept
+    assert math.isnan(run(p, _f32(0x7FC00000), one, 0.0))
+    assert math.isnan(run(p, [math.nan], [1.0], 0.0))
+    assert math.isnan(run(p.replace(operand_conversion="round"), _f32(0x7F801AA7), one, 0.0))
+    assert run(p, _f32(0x44801000), one, 0.0) == 1024.0  # 1024.5 as a word: truncated
+
+
 def test_subnormal_inputs():
     assert run("ampere-fp16", [2.0**-24], [1.0], 0.0) == 2.0**-24  # fp16 subnormal operand
     assert run("ampere-bf16", [2.0**-126], [2.0**-10], 0.0) == 2.0**-136  # fp32 subnormal d

@@ -6,27 +6,15 @@ subnormals), cancellation-heavy, wide-exponent and tiny-operand generators are r
 mmasim model and through :func:`fpscope.emulate.vectorized.fdpa_batch` (one instruction per
 output element), and the output bit patterns are compared.
 
-Disagreements are strict xfails with their pinned counts; fpscope is not changed to follow
-mmasim, because fpscope's presets reproduce the recorded GPU outputs (tests/test_hw_vectors.py):
+Disagreements are strict xfails with their pinned counts. Where a recording decides, fpscope
+follows the recording; where none does and mmasim's reading is the physical one, fpscope
+follows mmasim (below: resolved). Two remain:
 
 * hopper-e{4m3,5m2}-fp16out: mmasim has no Hopper ``mma.sync`` fp8 model, only ``wgmma``
   (F=13, one 32-product block, RNE-FP16). The recorded H100 fp16-output sets were made with
   ``mma.sync``; fpscope reproduces them 5000/5000, while the preset with mmasim's wgmma
-  parameters reproduces only 3113/5000 (E4M3) and 3340/5000 (E5M2). Different instructions.
-* fp16-output e_zero: mmasim's zero-term exponent is one above fpscope's for every fp16 output
-  (Volta -19/-20, Turing/Ampere/Ada -20/-21, Hopper -21/-22). Random inputs never show it; the
-  hand-made RNE-tie cases of ``E_ZERO_TIE_CASES`` do. The recorded sets do not decide it: the
-  fp16-output presets with mmasim's e_zero also reproduce their sets 5000/5000. The generic
-  probes of ``mv.e_zero_cases`` show the same for these five presets; the experimental presets
-  (hopper-wgmma-*, blackwell-*, rtx-blackwell-*) take mmasim's e_zero and agree, and moving
-  their e_zero by one changes the probe's output (so the value is confirmed, not unobserved).
-* tf32 presets (all of them, validated ones included): mmasim reduces an fp32 operand to tf32 by
-  clearing the 13 low bits of its encoding (``helper.truncate_fp32_to_tf32``), so an fp32 NaN
-  whose payload lies only in those bits becomes +-Inf; fpscope's operands are values
-  (``operand_conversion`` "truncate" rounds the value toward zero) and a NaN stays NaN. Random
-  fp32 bit patterns hit this about 3.5 times per 10^5 cases: CASES = 10^4 does not, the larger
-  runs of records/mmasim-validation.txt do. No recording decides what the hardware does.
-
+  parameters reproduces only 3113/5000 (E4M3) and 3340/5000 (E5M2). Different instructions:
+  the hopper-wgmma-e{4m3,5m2}-fp16out presets are mmasim's wgmma and agree with it.
 * cdna3-bf8: mmasim's ``gtr_fdpa`` zeroes a c whose exponent is below ``e_max - 25``, and its
   ``frexp`` gives Inf and NaN the exponent 0 (-1 after normalising), so an Inf or NaN c is
   dropped once the block's products reach 2^25 (only e5m2fnuz x e5m2fnuz products do). The c
@@ -35,6 +23,23 @@ mmasim, because fpscope's presets reproduce the recorded GPU outputs (tests/test
   Inf, as every other preset and mmasim's own ``tr_fdpa`` (CDNA3 fp16 / bf16 / xf32) do; a
   hardware exponent comparison would see Inf / NaN's all-ones exponent field, never a small
   one. ``test_cdna3_bf8_mmasim_drops_a_non_finite_c`` shows it on one case.
+
+Resolved on 2026-12-01 (no longer xfails):
+
+* fp16-output e_zero: until then the validated fp16-output presets took a zero-term exponent
+  one below mmasim's (Volta -20, Turing/Ampere/Ada -21, Hopper -22, where mmasim has -19, -20,
+  -21). Random inputs never show it; the hand-made RNE-tie cases of ``E_ZERO_TIE_CASES`` and
+  the probes of ``mv.e_zero_cases`` do. The recorded sets match both values 5000/5000, so the
+  presets now take mmasim's, which also follow the fp32-output ones (the output format's emin
+  less 5, 6 or 7 for F = 23, 24, 25) and equal the Hopper wgmma presets' for the same
+  datapath; ``test_e_zero_tie_case`` and ``test_e_zero_probe`` check it, and moving e_zero by
+  one changes each probe's output (the value is observed, not a default).
+* tf32 NaN words: every tf32 preset differed on fp32 NaNs whose payload lies only in the 13
+  bits tf32 drops: mmasim clears those bits of the word (``helper.truncate_fp32_to_tf32``) and
+  gets +-Inf, while fpscope rounded values and kept the NaN, about 3.5 times per 10^5 random
+  bit patterns. fpscope now reads float32 operands as words the same way;
+  ``test_tf32_signalling_nan_reads_as_inf`` pins the case, which CASES = 10^4 random ones miss.
+  No recording has such a NaN.
 
 The experimental presets (no recorded hardware evidence) are the mmasim models: Hopper wgmma,
 Blackwell mma.sync and tcgen05.mma, RTX Blackwell mma.sync (fp16, bf16, tf32, fp8, fp6, fp4
@@ -92,11 +97,6 @@ KNOWN_MISMATCH = {
                                  "exponent 0; fpscope keeps the Inf / NaN")),
 }
 
-#: The validated fp16-output presets whose e_zero is one below mmasim's (module docstring).
-E_ZERO_BELOW_MMASIM = ("volta-fp16-fp16out", "turing-fp16-fp16out", "ampere-fp16-fp16out",
-                       "ada-fp16-fp16out", "hopper-fp16-fp16out")
-
-
 def _param(preset):
     marks = ()
     if preset in KNOWN_MISMATCH:
@@ -153,25 +153,26 @@ def test_known_mismatch_counts(preset):
     assert (r.matched, r.cases) == (matched, cases)
 
 
-@pytest.mark.parametrize("preset", [
-    pytest.param(p, id=p, marks=pytest.mark.xfail(
-        strict=True, reason="1/1 differ: mmasim e_zero is one above fpscope's for fp16 output; "
-                            "the recorded sets match both"))
-    for p in mv.E_ZERO_TIE_CASES])
+@pytest.mark.parametrize("preset", list(mv.E_ZERO_TIE_CASES))
 def test_e_zero_tie_case(preset):
-    d_sim, d_fp, _ = mv.e_zero_tie(preset)
+    """mmasim and the preset agree on the tie, and the e_zero one below (the preset's value
+    until 2026-12-01) gives other bits."""
+    import numpy as np
+
+    from fpscope.emulate.vectorized import fdpa_batch
+    from fpscope.formats import encode
+    from fpscope.profile import PRESETS, resolve_format
+
+    d_sim, d_fp, a = mv.e_zero_tie(preset)
     assert d_sim == d_fp, f"mmasim {d_sim:04x}, fpscope {d_fp:04x}"
+    p = PRESETS[preset]
+    b = np.zeros(p.k)
+    b[:len(mv.E_ZERO_TIE_CASES[preset][1])] = mv.E_ZERO_TIE_CASES[preset][1]
+    low = fdpa_batch(a[None], b[None], np.zeros(1), p.replace(e_zero=p.e_zero - 1))
+    assert int(encode(low, resolve_format("fp16"))[0]) != d_fp
 
 
-def _probe_param(preset):
-    marks = ()
-    if preset in E_ZERO_BELOW_MMASIM:
-        marks = pytest.mark.xfail(strict=True, reason="mmasim e_zero is one above fpscope's for "
-                                  "fp16 output; the recorded sets match both")
-    return pytest.param(preset, id=preset, marks=marks)
-
-
-@pytest.mark.parametrize("preset", [_probe_param(p) for p in mv.MODELS if mv.e_zero_cases(p)])
+@pytest.mark.parametrize("preset", [p for p in mv.MODELS if mv.e_zero_cases(p)])
 def test_e_zero_probe(preset):
     probe = mv.e_zero_probe(preset)
     for label, d_sim, d_fp, d_var in probe:
@@ -243,6 +244,30 @@ def test_cdna3_bf8_mmasim_drops_a_non_finite_c():
         assert math.isnan(float(d16[0])) if math.isnan(c) else float(d16[0]) == c
         got = fdpa([2.0**15] * 32, [2.0**15] * 32, c, PRESETS["cdna3-bf8"])
         assert math.isnan(got) if math.isnan(c) else got == c
+
+
+@pytest.mark.parametrize("preset", ["hopper-tf32", "cdna3-xf32"])
+def test_tf32_signalling_nan_reads_as_inf(preset):
+    """fp32 words with the payload of a NaN only in the 13 low bits (signalling NaNs) read as
+    +-Inf in mmasim (the word truncated) and in fpscope (float32 operands are words); a payload
+    bit above them keeps the NaN. One product per row, the others 0 * 1."""
+    import numpy as np
+
+    from fpscope.emulate import matmul, output_bits
+
+    op = mv.build_model(preset)
+    m, n, k = op.m, op.n, op.k
+    A = np.zeros((m, k), np.uint32)
+    A[:4, 0] = [0x7F801AA7, 0xFF800001, 0x7F802000, 0x3F800000]
+    B = np.full((k, n), 0x3F800000, np.uint32)
+    C = np.zeros((m, n), np.uint32)
+    sim = mv._from_torch(op(mv._to_torch(A, "fp32"), mv._to_torch(B, "fp32"),
+                            mv._to_torch(C, "fp32")), "fp32")
+    p = mv.PRESETS[preset]
+    D = matmul(A.view(np.float32), B.view(np.float32), profile=p)
+    mine = np.array([[output_bits(float(x), p) for x in row] for row in D])
+    assert list(sim[:4, 0]) == [0x7F800000, 0xFF800000, p.nan_bits, 0x3F800000]
+    assert (mine == sim).all()
 
 
 SCALED = [p for p in mv.MODELS if mv.scale_cases(p)]

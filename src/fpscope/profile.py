@@ -124,6 +124,11 @@ class Profile:
             ``exact_sum`` then ``normalize_parts_to_fp32``). Fused node only.
         operand_conversion: how fp32 operands not representable in a tf32 in_format are reduced
             ("truncate" or "round" = nearest, ties away); None for other input formats.
+            "truncate" reads a float32 operand as its fp32 word without the 13 low fraction
+            bits, as mmasim (``helper.truncate_fp32_to_tf32``) and a tensor core reading the
+            top 19 bits of a register do: numbers round toward zero, and a signalling NaN
+            whose payload lies only in those bits is +-Inf (float64 NaNs are quiet; no
+            recording has such a NaN).
         k_order: the order the k products are taken in before they are cut into blocks (block
             s holds products ``k_order[s*L:(s+1)*L]``); None = natural order.
         c_entry: "first": c is the accumulator of the first block; "last": the blocks start from
@@ -565,15 +570,15 @@ _H100_FP8_F16_ORDER = tuple(j for r in ((0, 1), (2, 3)) for j in range(32) if j 
 #: instruction form the presets model (the recorded hardware vectors use the same k).
 PRESETS: dict[str, Profile] = {p.name: p for p in (
     _p("volta-fp16", "volta", "fp16", 4, 4, 23, -131),
-    _p("volta-fp16-fp16out", "volta", "fp16", 4, 4, 23, -20, out="fp16", step=_FP16),
+    _p("volta-fp16-fp16out", "volta", "fp16", 4, 4, 23, -19, out="fp16", step=_FP16),
     _p("turing-fp16", "turing", "fp16", 8, 8, 24, -132),
-    _p("turing-fp16-fp16out", "turing", "fp16", 8, 8, 24, -21, out="fp16", step=_FP16),
+    _p("turing-fp16-fp16out", "turing", "fp16", 8, 8, 24, -20, out="fp16", step=_FP16),
     _p("ampere-fp16", "ampere", "fp16", 8, 16, 24, -132),
-    _p("ampere-fp16-fp16out", "ampere", "fp16", 8, 16, 24, -21, out="fp16", step=_FP16),
+    _p("ampere-fp16-fp16out", "ampere", "fp16", 8, 16, 24, -20, out="fp16", step=_FP16),
     _p("ampere-bf16", "ampere", "bf16", 8, 16, 24, -132),
     _p("ampere-tf32", "ampere", "tf32", 4, 8, 24, -132),
     _p("ada-fp16", "ada", "fp16", 8, 16, 24, -132),
-    _p("ada-fp16-fp16out", "ada", "fp16", 8, 16, 24, -21, out="fp16", step=_FP16),
+    _p("ada-fp16-fp16out", "ada", "fp16", 8, 16, 24, -20, out="fp16", step=_FP16),
     _p("ada-bf16", "ada", "bf16", 8, 16, 24, -132),
     _p("ada-tf32", "ada", "tf32", 4, 8, 24, -132),
     _p("ada-e4m3", "ada", "fp8_e4m3fn", 16, 32, 13, -132, step=_E8M13),
@@ -581,14 +586,14 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
     _p("ada-e5m2", "ada", "fp8_e5m2", 16, 32, 13, -132, step=_E8M13),
     _p("ada-e5m2-fp16out", "ada", "fp8_e5m2", 16, 32, 13, -132, out="fp16", step=_FP16),
     _p("hopper-fp16", "hopper", "fp16", 16, 16, 25, -133),
-    _p("hopper-fp16-fp16out", "hopper", "fp16", 16, 16, 25, -22, out="fp16", step=_FP16),
+    _p("hopper-fp16-fp16out", "hopper", "fp16", 16, 16, 25, -21, out="fp16", step=_FP16),
     _p("hopper-bf16", "hopper", "bf16", 16, 16, 25, -133),
     _p("hopper-tf32", "hopper", "tf32", 8, 8, 25, -133),
     _p("hopper-e4m3", "hopper", "fp8_e4m3fn", 32, 32, 13, -133, step=_E8M13),
-    _p("hopper-e4m3-fp16out", "hopper", "fp8_e4m3fn", 16, 32, 25, -22, out="fp16",
+    _p("hopper-e4m3-fp16out", "hopper", "fp8_e4m3fn", 16, 32, 25, -21, out="fp16",
        step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"),
     _p("hopper-e5m2", "hopper", "fp8_e5m2", 32, 32, 13, -133, step=_E8M13),
-    _p("hopper-e5m2-fp16out", "hopper", "fp8_e5m2", 16, 32, 25, -22, out="fp16",
+    _p("hopper-e5m2-fp16out", "hopper", "fp8_e5m2", 16, 32, 25, -21, out="fp16",
        step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"),
 )}
 
@@ -617,15 +622,17 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
 #   (fp8, fp6 and fp4 operands one per byte: 32), e_zero -133 / -21, rho RZ-FP32 / RNE-FP16.
 #   fp6/fp4 subnormals keep the format's emin (``helper.fp6_fp4_subnormal_exponent``).
 #
-# mmasim's fp16-output e_zero (-21) is one above the hand-chosen -22 of the validated
-# hopper-fp16-fp16out preset (no recording decides it, see tests/test_mmasim_oracle.py); the
-# presets here take mmasim's value.
+# mmasim's fp16-output e_zero values (Volta -19, Turing / Ampere / Ada -20, Hopper -21) are
+# the validated fp16-output presets' too since 2026-12-01 (before: one lower, hand-chosen; the
+# recordings match both; tests/test_mmasim_oracle.py).
 #
 # Agreement (scripts/mmasim_validation.py, seed 0): every preset below agrees with mmasim 2.1.1
 # bit for bit on 102,400 cases (cdna1-fp16: 101,120) with --cases 100000; about 3x10^5 per preset
-# in records/mmasim-validation.txt. Exceptions (tests/test_mmasim_oracle.py): cdna1-bf16 (-0
-# sums) and, at about 3.5 cases per 10^5, every tf32 preset (an fp32 NaN whose payload lies in
-# the 13 dropped bits: mmasim clears bits and gets Inf). e_zero is confirmed by the script's
+# in records/mmasim-validation.txt. Exception then (tests/test_mmasim_oracle.py): cdna1-bf16 (-0
+# sums; agrees since zero_sum_sign "positive"). The tf32 presets differed too, at about 3.5 cases
+# per 10^5 (an fp32 NaN whose payload lies in the 13 dropped bits: mmasim clears the bits and
+# gets Inf), until float32 operands were read as words the same way (2026-12-01,
+# records/mmasim-validation-tf32.txt: all 8 agree on 10^6 cases each). e_zero is confirmed by the script's
 # e_zero probes where it can change an output (bf16, tf32 inputs; fp16 inputs with fp16
 # output) and cannot be observed elsewhere; F, L, rounding, flushes, operand conversion by the
 # script's --sensitivity run (each one-parameter change alters outputs).
@@ -733,8 +740,8 @@ _MMASIM_PRESETS += [
 # NaN result included) once the products reach 2^25, since its frexp gives Inf / NaN exponent -1
 # and ``gtr_fdpa`` zeroes a c below 2^(e2 - 25); fpscope returns the Inf / NaN, as mmasim's
 # ``tr_fdpa`` and every other preset do (tests/test_mmasim_oracle.py pins the 10^4 count).
-# cdna3-xf32 shares the tf32 NaN-payload difference of every tf32 preset (mmasim clears the
-# 13 low bits of an fp32 NaN, leaving Inf); that sample does not hit it. Hand-made cases
+# cdna3-xf32 reads fp32 NaN words as the tf32 presets do (records/mmasim-validation-tf32.txt).
+# Hand-made cases
 # (mmasim_validation.node_cases) confirm F2, the stage-2 floor, c_drop_bits, product_groups,
 # product_overflow, the flushes, input_zero_sign and -0 results against mmasim.
 _CDNA2 = {"node": "pairwise", "step": _RNE32, "flush_inputs": True, "flush_outputs": True,

@@ -412,9 +412,20 @@ def _add(x: float, c: float, profile: Profile) -> float:
     return _rho(math.ldexp(total, lsb - 1), profile.step_rounding, profile)
 
 
-def _operand(x: float, profile: Profile, fmt: str) -> float:
+def _operand(x, profile: Profile, fmt: str) -> float:
+    """One operand as the instruction reads it (a float, or a numpy float32 scalar).
+
+    tf32 profiles take fp32 values. "truncate" reads a float32 operand's fp32 word with its 13
+    low fraction bits cleared (mmasim ``helper.truncate_fp32_to_tf32``): a number is rounded
+    toward zero, and a signalling NaN whose payload lies only in those bits reads as +-Inf.
+    Other operands (a float64 NaN is quiet: converting a float32 to float64 sets the quiet bit,
+    which tf32 keeps) are rounded as values, toward zero or to nearest with ties away.
+    """
     if profile.operand_conversion is None:
-        return x
+        return float(x)
+    if profile.operand_conversion == "truncate" and isinstance(x, np.float32):
+        word = int(x.view(np.uint32)) & ~0x1FFF
+        return float(np.uint32(word).view(np.float32))
     mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
     return float(round_to_format(np.float64(x), resolve_format(fmt), mode))
 
@@ -451,7 +462,8 @@ def fdpa(a, b, c: float, profile: Profile, scale_a=None, scale_b=None) -> float:
     Args:
         a, b: sequences of k float64 values, exactly representable in ``profile.in_format``
             (b: in ``profile.b_format`` where set; for a tf32 profile, fp32 values are first
-            reduced per ``operand_conversion``).
+            reduced per ``operand_conversion``; float32 elements are read as fp32 words, see
+            :func:`_operand`).
         c: the accumulator input, a value of ``profile.out_format``.
         scale_a, scale_b: block-scaled profiles only (``profile.scale_format``): sequences of
             ``k // profile.scale_block_size`` values of the scale format (NaN allowed), the
@@ -465,8 +477,8 @@ def fdpa(a, b, c: float, profile: Profile, scale_a=None, scale_b=None) -> float:
             a block-scaled profile or given to another.
     """
     fa, fb = profile.operand_formats
-    a = [_operand(float(x), profile, fa) for x in a]
-    b = [_operand(float(x), profile, fb) for x in b]
+    a = [_operand(x, profile, fa) for x in a]
+    b = [_operand(x, profile, fb) for x in b]
     if len(a) != profile.k or len(b) != profile.k:
         raise ValueError(f"{profile.name} takes k = {profile.k} products, got {len(a)}, {len(b)}")
     scales = _instruction_scales(scale_a, scale_b, profile)

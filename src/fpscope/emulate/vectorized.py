@@ -450,7 +450,9 @@ def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
     ``what`` names the operand ("a", "A": ``profile.in_format``; "b", "B": b's format,
     ``profile.operand_formats[1]``).
     """
-    x = np.asarray(x, dtype=np.float64)
+    raw = x
+    with np.errstate(invalid="ignore"):  # a float32 signalling NaN becomes a quiet one
+        x = np.asarray(x, dtype=np.float64)
     if x.ndim != ndim:
         raise ValueError(f"{what} must be {ndim}-dimensional, got shape {x.shape}")
     fin = _operand_formats(profile)[what.lower() == "b"]
@@ -459,7 +461,23 @@ def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
         return x
     _check_values(x, FP32, what)  # operands arrive in fp32 containers
     mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
-    return round_to_format(x, fin, mode)
+    x = round_to_format(x, fin, mode)
+    return _truncated_nans(raw, x) if profile.operand_conversion == "truncate" else x
+
+
+def _truncated_nans(raw, x: np.ndarray) -> np.ndarray:
+    """``x`` with +-Inf where the float32 operands ``raw`` are signalling NaNs whose payload
+    lies only in the 13 low fraction bits, which "truncate" clears (the fp32 word is read
+    without them, mmasim ``helper.truncate_fp32_to_tf32``; :func:`reference._operand`).
+    Operands of other dtypes carry no such NaN (float32 -> float64 sets the quiet bit)."""
+    raw = np.asarray(raw)
+    if raw.dtype != np.float32:
+        return x
+    w = raw.view(np.uint32)
+    hit = ((w & 0x7FFFE000) == 0x7F800000) & ((w & 0x1FFF) != 0)
+    if not hit.any():
+        return x
+    return np.where(hit, np.where(w >> 31 != 0, -np.inf, np.inf), x)
 
 
 def _scales(scale, profile: Profile, what: str, shape: tuple) -> np.ndarray:
