@@ -265,3 +265,18 @@ def test_profile_files_with_impossible_values_are_refused(capsys, tmp_path):
                            "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
         assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "D.npy").exists()
+
+
+def test_emulate_hands_fp32_words_to_a_tf32_profile(capsys, tmp_path):
+    """A float32 A.npy reaches the tf32 profile as words: a signalling NaN whose payload lies
+    only in the 13 bits tf32 drops is Inf there (Profile.operand_conversion), where a float64
+    copy would have quieted it to a NaN; the quiet NaN of row 1 stays NaN."""
+    A = np.ones((2, 8), np.float32)
+    A.view(np.uint32)[:, 0] = [0xFF800001, 0x7FC00000]
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", np.ones((8, 1), np.float32))
+    code, _, err = cli(capsys, "emulate", "--profile", "hopper-tf32", "--a", tmp_path / "A.npy",
+                       "--b", tmp_path / "B.npy", "-o", tmp_path / "D.npy")
+    assert code == 0, err
+    D = np.load(tmp_path / "D.npy")
+    assert D.view(np.uint32)[:, 0].tolist() == [0xFF800000, PRESETS["hopper-tf32"].nan_bits]

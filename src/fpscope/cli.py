@@ -807,6 +807,8 @@ def _load_matrix(path: str, what: str):
     if arr.dtype.kind != "f":
         raise UsageError(f"{what} must hold float16, float32 or float64 values (bf16 and fp8 values "
                          f"as float32), {path} holds {arr.dtype}")
+    if arr.dtype == np.float32:  # kept: tf32 profiles read fp32 words (a float64 copy would
+        return arr               # quiet a signalling NaN, Profile.operand_conversion)
     return arr.astype(np.float64)  # widening is exact
 
 

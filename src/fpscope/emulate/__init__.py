@@ -38,7 +38,8 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
 
     Args:
         A: (M, K) array of values exactly representable in ``profile.in_format`` (tf32
-            profiles: fp32 values, reduced per ``profile.operand_conversion``); NaN, Inf, -0 and
+            profiles: fp32 values, reduced per ``profile.operand_conversion``; a float32 array
+            is read as fp32 words, so a signalling NaN keeps its payload); NaN, Inf, -0 and
             subnormals allowed. Any float dtype; values are never re-rounded.
         B: (K, N) likewise, in ``profile.b_format`` where the profile sets it (mixed-input
             instructions; an error names the operand and both formats).
