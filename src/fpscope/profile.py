@@ -627,15 +627,14 @@ PRESETS: dict[str, Profile] = {p.name: p for p in (
 # recordings match both; tests/test_mmasim_oracle.py).
 #
 # Agreement (scripts/mmasim_validation.py, seed 0): every preset below agrees with mmasim 2.1.1
-# bit for bit on 102,400 cases (cdna1-fp16: 101,120) with --cases 100000; about 3x10^5 per preset
-# in records/mmasim-validation.txt. Exception then (tests/test_mmasim_oracle.py): cdna1-bf16 (-0
-# sums; agrees since zero_sum_sign "positive"). The tf32 presets differed too, at about 3.5 cases
-# per 10^5 (an fp32 NaN whose payload lies in the 13 dropped bits: mmasim clears the bits and
-# gets Inf), until float32 operands were read as words the same way (2026-12-01,
-# records/mmasim-validation-tf32-fp16out.txt: all 8 agree on 10^6 cases each). e_zero is
-# confirmed by the script's e_zero probes where it can change an output (bf16, tf32 inputs;
-# fp16 inputs with fp16 output) and cannot be observed elsewhere; F, L, rounding, flushes, operand conversion by the
-# script's --sensitivity run (each one-parameter change alters outputs).
+# bit for bit on 10^6 cases (records/mmasim-validation.txt, 2026-12-01). Earlier exceptions
+# (tests/test_mmasim_oracle.py): cdna1-bf16 (-0 sums; agrees since zero_sum_sign "positive"),
+# and every tf32 preset at about 3.5 cases per 10^5 (an fp32 NaN whose payload lies in the 13
+# dropped bits: mmasim clears the bits and gets Inf) until float32 operands were read as words
+# the same way. e_zero is confirmed by the script's e_zero probes where it can change an output
+# (bf16, tf32 inputs; fp16 inputs with fp16 output) and cannot be observed elsewhere; F, L,
+# rounding, flushes, operand conversion by the script's --sensitivity run (each one-parameter
+# change alters outputs).
 #
 # mmasim 2.1.1 models left out (the Profile cannot express them; no feature was added):
 # * mma.sync shapes with fewer products than the presets' (m16n8k8 bf16, m16n8k4 tf32, m16n8k16
@@ -740,8 +739,7 @@ _MMASIM_PRESETS += [
 # NaN result included) once the products reach 2^25, since its frexp gives Inf / NaN exponent -1
 # and ``gtr_fdpa`` zeroes a c below 2^(e2 - 25); fpscope returns the Inf / NaN, as mmasim's
 # ``tr_fdpa`` and every other preset do (tests/test_mmasim_oracle.py pins the 10^4 count).
-# cdna3-xf32 reads fp32 NaN words as the tf32 presets do
-# (records/mmasim-validation-tf32-fp16out.txt).
+# cdna3-xf32 reads fp32 NaN words as the tf32 presets do (records/mmasim-validation.txt).
 # Hand-made cases
 # (mmasim_validation.node_cases) confirm F2, the stage-2 floor, c_drop_bits, product_groups,
 # product_overflow, the flushes, input_zero_sign and -0 results against mmasim.
