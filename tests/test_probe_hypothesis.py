@@ -247,6 +247,29 @@ def test_fp8_two_product_blocks_and_e8m13_steps():
     assert tuple(rep.profile.step_rounding) == ("e8m13", "RNE")
 
 
+@pytest.mark.parametrize("kw", [
+    # alignment: 0.25 * 2^(16 - 28) = 2^-14 is no product of two normal e4m3 values (they reach
+    # 2^-12), so the product path read "not observable", default truncate, and the validation
+    # rejected it; 2.25 * 2^-12 is such a product and shows floor
+    dict(block_size=4, k=4, frac_bits=28, alignment="floor", e_zero=-139,
+         step_rounding=("fp32", "RNE"), flush_outputs=True, c_entry="last"),
+    dict(block_size=32, k=32, frac_bits=27, alignment="nearest", e_zero=-139,
+         flush_inputs=True, c_entry="last"),
+    # precision: the low-bit row t = 29 was 2^-12 + 2^-13 beside -2^-12, a tie at the cut 2^-12
+    # that nearest rounds to 2^-11, read as "neither the term nor 0: does not fit"
+    dict(block_size=8, k=8, frac_bits=28, alignment="nearest", e_zero=-132),
+], ids=["floor F=28 c last", "nearest F=27 c last", "nearest F=28"])
+def test_fp8_kept_bits_beyond_the_normal_products(kw):
+    """fp8 e4m3 profiles with F above the 28 binades its normal products span (found by the
+    round trip with F widened to 26 .. 30 for fp8)."""
+    p = _edge(in_format="fp8_e4m3fn", **kw)
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=2048, seed=1)
+    assert rep.fits and rep.accepted, rep.reason
+    assert (rep.profile.frac_bits, rep.profile.alignment) == (p.frac_bits, p.alignment)
+    found = {f.feature: f for f in rep.findings}  # read by the families, not the node fit
+    assert found["frac_bits"].fits and found["alignment"].observable
+
+
 def test_step_grid_choice_is_reported():
     """The zeros family's choice of step grid replaces the rounding family's first candidate,
     and the text report says so."""

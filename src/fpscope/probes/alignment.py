@@ -1,22 +1,29 @@
 """Alignment rounding of the terms at the cut 2^(e_max - F), on the product path and separately
 on the c path (NUMERICS.md section 3, probe 4).
 
-Inputs (first block): a cancelling pair +2^E, -2^E, and a third term x * 2^(E - F) for
-x in (+0.25, -0.25, +0.75, -0.75, +1.5, -1.5): as a product (product path), or as c with only
+Inputs (first block): a cancelling pair +2^E, -2^E, and a third term y * 2^(E - F) for
+y in (+0.25, -0.25, +0.75, -0.75, +1.5, -1.5): as a product (product path), or as c with only
 the pair among the products (c path). d / 2^(E - F) is then:
 
-    x          0.25  -0.25  0.75  -0.75  1.5  -1.5
+    y          0.25  -0.25  0.75  -0.75  1.5  -1.5
     truncate   0     0      0     0      1    -1     (magnitude toward zero: NVIDIA)
     floor      0     -1     0     -1     1    -2     (two's complement, toward -inf: AMD CDNA3)
     nearest    0     0      1     -1     2    -2     (ties to even)
-    exact      x     x      x     x      x    x      (no cut: c path only, c added after the blocks)
+    exact      y     y      y     y      y    y      (no cut: c path only, c added after the blocks)
+
+Where y * 2^(E - F) is below every product of two normal inputs (fp8 with F above about 26:
+e4m3 products of normals reach down to 2^-12 only), the product path takes y + n instead, n the
+smallest integer of y's sign that makes the term such a product (0.25 -> 2.25 for e4m3 at
+F = 28): truncation, floor and nearest still differ on its fraction, and the expected units are
+those of y + n (:func:`expected`).
 
 Outcomes: the product path gives ``alignment``. On the c path "exact" means c does not take part
 in the fused block: it is added after the last block (``c_entry`` "last"); otherwise the c path
 must cut as the product path does (the profile has one alignment), else the op does not fit.
-Not observable: 0.25 * 2^(E - F) must be a product of two normal inputs (product path) or an
-output value (c path; subnormal c only when each x * 2^(E - F) alone, products +0, comes back
-unchanged: fp6/fp4 inputs with fp16 output); with F too large for the formats the row is skipped.
+Not observable: no y + n (|n| < 2^8) is a product of two normal inputs (product path), or
+0.25 * 2^(E - F) is not an output value (c path; subnormal c only when each y * 2^(E - F)
+alone, products +0, comes back unchanged: fp6/fp4 inputs with fp16 output); with F too large
+for the formats the row is skipped.
 """
 
 from __future__ import annotations
@@ -28,19 +35,38 @@ from ._common import Ctx, Finding, NotRepresentable
 FAMILY = "alignment"
 
 XS = (0.25, -0.25, 0.75, -0.75, 1.5, -1.5)
-PATTERNS = {
-    "truncate": (0, 0, 0, 0, 1, -1),
-    "floor": (0, -1, 0, -1, 1, -2),
-    "nearest": (0, 0, 1, -1, 2, -2),
-    "exact": XS,
-}
+MODES = ("truncate", "floor", "nearest", "exact")
 
 
-def _classify(units) -> str | None:
-    for name, pat in PATTERNS.items():
-        if all(u == p for u, p in zip(units, pat)):
+def expected(mode: str, y: float) -> float:
+    """y * 2^(E - F) cut by ``mode``, in units of 2^(E - F) (nearest: ties to even)."""
+    return {"truncate": float(math.trunc(y)), "floor": float(math.floor(y)),
+            "nearest": float(round(y)), "exact": y}[mode]
+
+
+def _classify(units, ys) -> str | None:
+    for name in MODES:
+        if all(u == expected(name, y) for u, y in zip(units, ys)):
             return name
     return None
+
+
+def _product_term(ctx: Ctx, x: float, unit: float) -> float:
+    """x, or x + n (n the smallest integer of x's sign, |n| < 2^8) such that (x + n) * unit is
+    a product of two normal inputs.
+
+    Raises:
+        NotRepresentable: no such n.
+    """
+    for n in range(256):
+        y = math.copysign(abs(x) + n, x)
+        try:
+            ctx.split(y * unit)
+            return y
+        except NotRepresentable:
+            continue
+    raise NotRepresentable(f"no {x} + n with |n| < 256 makes {x} * 2^(E-F) = {x * unit!r} a "
+                           f"product of {ctx.operands} normal values")
 
 
 def _path(ctx: Ctx, path: str):
@@ -62,10 +88,12 @@ def _path(ctx: Ctx, path: str):
             return None, [], None, (f"not observable with these formats (0.25 * 2^(E-F) is below "
                                     f"the smallest normal {ctx.fout.name} value)")
     rows = []
+    ys = list(XS)
     try:
-        for x in XS:
+        for i, x in enumerate(XS):
             if path == "product":
-                rows.append(ctx.row([(blk[0], big), (blk[1], -big), (blk[2], x * unit)]))
+                ys[i] = y = _product_term(ctx, x, unit)
+                rows.append(ctx.row([(blk[0], big), (blk[1], -big), (blk[2], y * unit)]))
             else:
                 rows.append(ctx.row([(blk[0], big), (blk[1], -big)], c=x * unit))
         if sub_c:
@@ -79,9 +107,9 @@ def _path(ctx: Ctx, path: str):
                                     f"values x * 2^(E-F) do not come back unchanged alone)")
     d = ctx.run(rows)
     units = [float(v / unit) for v in d]
-    ev = [ctx.evidence(r, float(v), f"2^{E} - 2^{E} + {x} * 2^(E-F) on the {path} path")
-          for r, v, x in zip(rows, d, XS)]
-    return _classify(units), ev, units, ""
+    ev = [ctx.evidence(r, float(v), f"2^{E} - 2^{E} + {y} * 2^(E-F) on the {path} path")
+          for r, v, y in zip(rows, d, ys)]
+    return _classify(units, ys), ev, units, ""
 
 
 def run(ctx: Ctx) -> list[Finding]:

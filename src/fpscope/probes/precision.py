@@ -11,8 +11,10 @@ F convention (fpscope.profile): fraction bits kept below 2^e_max, e_max = e_a + 
 largest product (significands in [1, 4)); F = 24 on Ampere.
 
 Where every such term survives and blocks hold four products, t goes on below the smallest
-power-of-two product 2^lo with the low bit of a product: 2^lo + 2^(lo - j) beside -2^lo, j = 1
-.. p(in) - 1 (fp8 e4m3 spans 2^16 .. 2^-12 alone).
+power-of-two product 2^lo with the low bit of a product: 2^lo + 2^(lo - j) beside -2^lo, j = 2
+.. p(in) - 1, and 2^(lo + 1) + 2^(lo - 1) beside -2^(lo + 1) for j = 1 where the input format
+has the 3 bits (beside 2^lo that bit would be a tie at a cut at 2^lo, which nearest alignment
+rounds up to even; fp8 e4m3 spans 2^16 .. 2^-12 alone).
 
 Outcomes: F = the largest surviving t (survivals must form a prefix). All probed t surviving:
 F >= t_max ("at least"; the range is limited by the formats: t_max = E - max(2 e_min(in),
@@ -83,18 +85,27 @@ def run(ctx: Ctx) -> list[Finding]:
         # every term kept: below the smallest power-of-two product 2^lo, the low bit 2^(lo - j)
         # of a product 2^lo + 2^(lo - j) beside -2^lo (fp8 e4m3: 2^16 .. 2^-12 bounds F <= 28
         # alone, too few for F = 30 where c is added last and cannot be the third term)
-        low, more, more_ts = math.ldexp(1.0, E - ts[-1]), [], []
+        # (j = 1 pairs the bit with 2^(lo + 1): beside 2^lo it would be a tie, 1.5 units of a
+        # cut at 2^lo, which nearest alignment takes to 2 units, not to 0)
+        low, more, more_ts, partners = math.ldexp(1.0, E - ts[-1]), [], [], []
         for j in range(1, ctx.fin.p):
             bit = math.ldexp(low, -j)
-            try:
-                more.append(ctx.row([(blk[0], math.ldexp(1.0, E)), (blk[1], -math.ldexp(1.0, E)),
-                                     (blk[2], low + bit), (blk[3], -low)]))
-            except NotRepresentable:
+            row = None
+            for partner in ((2 * low, low) if j == 1 else (low,)):  # 2^(lo+1) + bit: 3 bits
+                try:
+                    row = ctx.row([(blk[0], math.ldexp(1.0, E)), (blk[1], -math.ldexp(1.0, E)),
+                                   (blk[2], partner + bit), (blk[3], -partner)])
+                    break
+                except NotRepresentable:
+                    continue
+            if row is None:
                 break
+            more.append(row)
             more_ts.append(ts[-1] + j)
+            partners.append(partner)
         if more:
-            meanings += [f"2^{E} - 2^{E} + (2^{E - ts[-1]} + 2^{E - t}) - 2^{E - ts[-1]}: t = {t}"
-                         for t in more_ts]
+            meanings += [f"2^{E} - 2^{E} + ({q} + 2^{E - t}) - {q}: t = {t}"
+                         for q, t in zip(partners, more_ts)]
             rows, ts, d = rows + more, ts + more_ts, np.concatenate([d, ctx.run(more)])
     ev = sample_evidence(ctx, rows, d, meanings, limit=6)
     bad = _read(ctx, rows, d, ts, meanings, ev, E)
