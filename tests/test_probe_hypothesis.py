@@ -270,6 +270,25 @@ def test_fp8_kept_bits_beyond_the_normal_products(kw):
     assert found["frac_bits"].fits and found["alignment"].observable
 
 
+@pytest.mark.parametrize("kw", [
+    dict(block_size=4, k=8, frac_bits=29, alignment="floor", e_zero=-137,
+         step_rounding=("e8m13", "RNE"), flush_inputs=True),
+    dict(block_size=16, k=32, frac_bits=28, alignment="nearest", e_zero=-133,
+         flush_inputs=True),
+], ids=["L=4 x 2, e8m13 RNE", "L=16 x 2, fp32 RZ"])
+def test_fp8_blocks_with_c_last_and_no_cut_unit(kw):
+    """e4m3 products span 28 binades, so with F >= 28 no unit is cut beside a cancelling pair,
+    and with c added last two units beside c = 2^p always sum exactly: one block was read (8 or
+    32 products). The big term as a product in the first block shows the blocks."""
+    p = _edge(in_format="fp8_e4m3fn", c_entry="last", **kw)
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=2048, seed=1)
+    assert rep.fits and rep.accepted, rep.reason
+    q = rep.profile
+    assert (q.block_size, q.k, q.k_order, q.c_entry) == (p.block_size, p.k, None, "last")
+    found = {f.feature: f for f in rep.findings}  # read by the structure family, not a node fit
+    assert found["block_size"].fits and found["block_size"].value == p.block_size
+
+
 def test_step_grid_choice_is_reported():
     """The zeros family's choice of step grid replaces the rounding family's first candidate,
     and the text report says so."""

@@ -27,7 +27,9 @@ block, the block sums c + 2 exactly (a representable value) and d = c + 2; in di
 each block adds a lone 1 that the step rounding turns into c or c + 2 (never c + 1), and the
 second unit cannot land the chain on c + 2 again (RZ, RD, RNE: d = c; RU, RNA: d = c + 4). So
 d == c + 2 marks "same block". It needs the unit kept beside c (F >= p) and c entering the
-first block (with c added after the blocks every pair sums exactly: one block is seen). "Same
+first block: with c added after the blocks every pair sums exactly and one block is seen, so
+where every pair shows c + 2 the big term is put into a product of the first block instead
+(:func:`_product_pairs`; several blocks there mean c is added last, ``c_entry`` "last"). "Same
 block" must be an equivalence whose classes all have one size L, else the op does not fit. When
 no pair shows c + 2 at p, a smaller p is tried (a step format coarser than the output), down
 to where a lone unit beside c is kept exactly (c + 1 representable: the grid is finer).
@@ -192,6 +194,11 @@ def _rounding_pairs(ctx: Ctx, why: str, n0: int, ev0: list, observable: bool) ->
         d2 = ctx.run(pairs)
         rows_run += len(pairs)
         same = d2 == c + 2
+        if same.all() and K >= 3:  # one block, or c added after the blocks: ask the products
+            found = _product_pairs(ctx, why, p, rows_run)
+            if isinstance(found, list):
+                return found
+            rows_run = found
         if same.any():
             return _pair_blocks(ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run)
         tried.append(f"c = 2^{p}: no two units make c + 2")
@@ -203,12 +210,10 @@ def _rounding_pairs(ctx: Ctx, why: str, n0: int, ev0: list, observable: bool) ->
                                                ": does not fit a fused-block model"))]
 
 
-def _pair_blocks(ctx: Ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run):
-    K = ctx.K
-    meanings = [f"c = 2^{p}, 1 at {i} and {j}" for i, j in ij]
-    ev = sample_evidence(ctx, pairs, d2, meanings)
-    # classes: connected components of "same", then every pair checked against them
-    cls = list(range(K))
+def _classes(positions, ij, same):
+    """(blocks, bad): the connected components of "same" over ``positions`` (sorted by their
+    first member) and the indices of the pairs that contradict them."""
+    cls = {x: x for x in positions}
 
     def root(x):
         while cls[x] != x:
@@ -220,13 +225,110 @@ def _pair_blocks(ctx: Ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run
         if s:
             cls[root(i)] = root(j)
     groups: dict[int, list] = {}
-    for x in range(K):
+    for x in positions:
         groups.setdefault(root(x), []).append(x)
     blocks = sorted((sorted(g) for g in groups.values()), key=lambda g: g[0])
-    sizes = [len(b) for b in blocks]
     rank = {x: s for s, bl in enumerate(blocks) for x in bl}
     pred = np.array([rank[i] == rank[j] for i, j in ij])
-    bad = np.flatnonzero(pred != same)
+    return blocks, np.flatnonzero(pred != np.asarray(same))
+
+
+def _product_pairs(ctx: Ctx, why: str, p: int, rows_run: int):
+    """Rounding pairs with the big term a product: the structure findings, or the rows run.
+
+    c beside two units shows one block when c is added after the blocks (every pair sums
+    exactly first). With the big term 2^(p+s) a product at position q of the first block and
+    units 2^s (s makes both products of normal inputs), two units make big + 2 units only in one
+    block: a lone unit beside the big term is rounded in its block, and units of blocks after
+    q's meet it rounded. A q outside the first block merges the blocks up to its own (unequal
+    classes), so q = 0, K // 2, K - 1 are tried until the classes are equal blocks, q's one
+    short of a member (q joins it) and first in the order probe (+1 in X, -1 in Y beside the
+    big term: the result differs from it iff X comes first). No such q: None (rows_run)."""
+    K = ctx.K
+    scaled = None
+    for s in sorted(range(-60, 61), key=abs):
+        try:
+            ctx.split(math.ldexp(1.0, p + s))
+            ctx.split(math.ldexp(1.0, s))
+        except NotRepresentable:
+            continue
+        scaled = s
+        break
+    if scaled is None:
+        return rows_run
+    big, u = math.ldexp(1.0, p + scaled), math.ldexp(1.0, scaled)
+    for q in dict.fromkeys((0, K // 2, K - 1)):
+        others = [x for x in range(K) if x != q]
+        ij = [(i, j) for n, i in enumerate(others) for j in others[n + 1:]]
+        pairs = [ctx.row([(q, big), (i, u), (j, u)]) for i, j in ij]
+        d2 = ctx.run(pairs)
+        rows_run += len(pairs)
+        same = d2 == big + 2 * u
+        blocks, bad = _classes(others, ij, same)
+        if len(bad) or len(blocks) < 2:
+            continue
+        sizes = sorted(len(b) for b in blocks)
+        L = sizes[-1]
+        short = [b for b in blocks if len(b) == L - 1]
+        if L == 1:
+            blocks.append([q])
+        elif sizes[1:] == [L] * (len(blocks) - 1) and len(short) == 1:
+            short[0].append(q)
+            short[0].sort()
+        else:
+            continue
+        S = len(blocks)
+        xy = [(x, y) for x in range(S) for y in range(S) if x != y]
+        pick = [next(m for m in bl if m != q) if len(bl) > 1 or bl[0] != q else None
+                for bl in blocks]
+        if any(m is None for m in pick):
+            continue  # L = 1: q's own block has no other member to probe the order with
+        orows = [ctx.row([(q, big), (pick[x], u), (pick[y], -u)]) for x, y in xy]
+        do = ctx.run(orows)
+        rows_run += len(orows)
+        first = {k: bool(v != big) for k, v in zip(xy, do)}
+        wins = [sum(first[(x, y)] for y in range(S) if y != x) for x in range(S)]
+        order = sorted(range(S), key=lambda x: -wins[x])
+        pos = {x: r for r, x in enumerate(order)}
+        if sorted(wins) != list(range(S)) or any(first[(x, y)] != (pos[x] < pos[y])
+                                                 for x, y in xy):
+            continue
+        blocks = [blocks[x] for x in order]
+        if q not in blocks[0]:
+            continue
+        ctx.blocks = blocks
+        flat = [x for bl in blocks for x in bl]
+        k_order = None if flat == list(range(K)) else flat
+        ctx.known.update(block_size=L, stages=S, k_order=k_order, c_entry_hint="last")
+        meanings = [f"2^{p + scaled} at {q}, 2^{scaled} at {i} and {j}" for i, j in ij]
+        ev = sample_evidence(ctx, pairs, d2, meanings)
+        note_order = ("products in natural order" if k_order is None else
+                      "blocks take " + "; ".join(",".join(map(str, bl)) for bl in blocks))
+        return [
+            Finding(FAMILY, "block_size", L, rows=rows_run, evidence=ev,
+                    note=f"{L} products per fused block (rounding pairs with the big term "
+                         f"2^{p + scaled} a product at {q}: two units 2^{scaled} give it + 2 "
+                         f"units only within a block; beside c = 2^{p} every pair did: c is "
+                         f"added after the blocks; {why})"),
+            Finding(FAMILY, "stages", S, note=f"{S} chained block(s) for K = {K}"),
+            Finding(FAMILY, "k_order", k_order, rows=len(orows),
+                    evidence=sample_evidence(ctx, orows, do),
+                    note=note_order + " (order: +1 in one block, -1 in another, beside the big "
+                                      "product)"),
+            Finding(FAMILY, "c_entry", "last",
+                    note=f"two units beside c = 2^{p} always sum exactly, beside a big product "
+                         f"only within a block: c is added after the last block"),
+        ]
+    return rows_run
+
+
+def _pair_blocks(ctx: Ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run):
+    K = ctx.K
+    meanings = [f"c = 2^{p}, 1 at {i} and {j}" for i, j in ij]
+    ev = sample_evidence(ctx, pairs, d2, meanings)
+    # classes: connected components of "same", then every pair checked against them
+    blocks, bad = _classes(range(K), ij, same)
+    sizes = [len(b) for b in blocks]
     single_bad = np.flatnonzero((d1 != c) & (d1 != c + 2))  # a lone unit must be rounded
     if len(single_bad):
         k = int(single_bad[0])
