@@ -32,7 +32,10 @@ def profiles(draw):
     # fp16 outputs: the cancellation probes see at most 26 kept bits (2^15 .. 2^-14); fp8
     # products (e4m3: 2^16 .. 2^-12) at most about 30, and devices keep 13 (Hopper, Ada) or 25
     # (Blackwell, mmasim): F >= 31 with c added last reads as lossless (a known limit)
-    F = draw(st.integers(10, 25 if fin in fp8 else 26 if out == "fp16" else 30).filter(
+    # (FPSCOPE_HYP_FP8_F=26:30: fp8 F from 26 .. 30 instead; README, "fp8 with F = 26 .. 30")
+    lo8, hi8 = map(int, os.environ.get("FPSCOPE_HYP_FP8_F", "10:25").split(":"))
+    F = draw((st.integers(lo8, hi8) if fin in fp8 else
+              st.integers(10, 26 if out == "fp16" else 30)).filter(
         lambda f: f + 2 + math.log2(L + 1) <= 53))
     # e_zero around the output's subnormal range (NUMERICS.md: -19 .. -22 for fp16 outputs;
     # scripts/probe_sweep.py --formats fp16:fp16 found corners up to -15)
