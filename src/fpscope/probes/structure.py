@@ -233,6 +233,17 @@ def _classes(positions, ij, same):
     return blocks, np.flatnonzero(pred != np.asarray(same))
 
 
+def _block_order(first: dict, S: int):
+    """The blocks 0 .. S-1 in evaluation order from ``first[(x, y)]`` (X before Y), or None
+    where the relation is not a strict total order."""
+    wins = [sum(first[(x, y)] for y in range(S) if y != x) for x in range(S)]
+    order = sorted(range(S), key=lambda x: -wins[x])
+    pos = {x: r for r, x in enumerate(order)}
+    if sorted(wins) != list(range(S)) or any(first[k] != (pos[k[0]] < pos[k[1]]) for k in first):
+        return None
+    return order
+
+
 def _product_pairs(ctx: Ctx, why: str, p: int, rows_run: int):
     """Rounding pairs with the big term a product: the structure findings, or the rows run.
 
@@ -243,7 +254,7 @@ def _product_pairs(ctx: Ctx, why: str, p: int, rows_run: int):
     q's meet it rounded. A q outside the first block merges the blocks up to its own (unequal
     classes), so q = 0, K // 2, K - 1 are tried until the classes are equal blocks, q's one
     short of a member (q joins it) and first in the order probe (+1 in X, -1 in Y beside the
-    big term: the result differs from it iff X comes first). No such q: None (rows_run)."""
+    big term: the result differs from it iff X comes first). No such q: the rows run."""
     K = ctx.K
     scaled = None
     for s in sorted(range(-60, 61), key=abs):
@@ -270,28 +281,19 @@ def _product_pairs(ctx: Ctx, why: str, p: int, rows_run: int):
         sizes = sorted(len(b) for b in blocks)
         L = sizes[-1]
         short = [b for b in blocks if len(b) == L - 1]
-        if L == 1:
-            blocks.append([q])
-        elif sizes[1:] == [L] * (len(blocks) - 1) and len(short) == 1:
-            short[0].append(q)
-            short[0].sort()
-        else:
+        # L = 1 leaves q's block no other member to probe the order with
+        if L == 1 or sizes[1:] != [L] * (len(blocks) - 1) or len(short) != 1:
             continue
+        pick = [bl[0] for bl in blocks]  # members other than q
+        short[0].append(q)
+        short[0].sort()
         S = len(blocks)
         xy = [(x, y) for x in range(S) for y in range(S) if x != y]
-        pick = [next(m for m in bl if m != q) if len(bl) > 1 or bl[0] != q else None
-                for bl in blocks]
-        if any(m is None for m in pick):
-            continue  # L = 1: q's own block has no other member to probe the order with
         orows = [ctx.row([(q, big), (pick[x], u), (pick[y], -u)]) for x, y in xy]
         do = ctx.run(orows)
         rows_run += len(orows)
-        first = {k: bool(v != big) for k, v in zip(xy, do)}
-        wins = [sum(first[(x, y)] for y in range(S) if y != x) for x in range(S)]
-        order = sorted(range(S), key=lambda x: -wins[x])
-        pos = {x: r for r, x in enumerate(order)}
-        if sorted(wins) != list(range(S)) or any(first[(x, y)] != (pos[x] < pos[y])
-                                                 for x, y in xy):
+        order = _block_order({k: bool(v != big) for k, v in zip(xy, do)}, S)
+        if order is None:
             continue
         blocks = [blocks[x] for x in order]
         if q not in blocks[0]:
@@ -370,16 +372,11 @@ def _pair_blocks(ctx: Ctx, why, p, c, singles, d1, pairs, d2, ij, same, rows_run
                                           note=f"cannot build the order probe: {exc}")]
                 xy.append((x, y))
     do = ctx.run(orows)
-    first = {(x, y): bool(v != c) for (x, y), v in zip(xy, do)}
     ometa = [f"c = 2^{p}, +1 in block of {blocks[x][0]}, -1 in block of {blocks[y][0]}"
              for x, y in xy]
     oev = sample_evidence(ctx, orows, do, ometa)
-    wins = [sum(first[(x, y)] for y in range(S) if y != x) for x in range(S)]
-    order = sorted(range(S), key=lambda x: -wins[x])
-    pos = {x: r for r, x in enumerate(order)}
-    consistent = sorted(wins) == list(range(S)) and all(
-        first[(x, y)] == (pos[x] < pos[y]) for x, y in xy)
-    if not consistent:
+    order = _block_order({(x, y): bool(v != c) for (x, y), v in zip(xy, do)}, S)
+    if order is None:
         return [Finding(FAMILY, "k_order", None, fits=False, rows=len(orows), evidence=oev,
                         note="the rounding-pair order probes do not put the blocks in one order: "
                              "does not fit a chain of fused blocks")]
