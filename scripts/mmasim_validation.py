@@ -247,9 +247,14 @@ class Result:
     by_gen: dict = field(default_factory=dict)   # gen -> [cases, matched]
     examples: list = field(default_factory=list)  # dicts, first few mismatches per generator
 
+    explained: int = 0  # mismatches that a documented mmasim artifact explains, checked
+    explanation: str = ""
+
     @property
     def status(self) -> str:
-        return "match" if self.matched == self.cases else "MISMATCH"
+        if self.matched == self.cases:
+            return "match"
+        return "explained" if self.matched + self.explained == self.cases else "MISMATCH"
 
 
 def _operand_names(prof) -> tuple[str, str]:
@@ -267,6 +272,77 @@ def _operand_values(pat: np.ndarray, fmt) -> np.ndarray:
     return decode(pat, fmt)
 
 
+#: Presets whose comparison differs from mmasim 2.1.1 through a defect of the simulator, and
+#: which one. "dropped special accumulator": ``gtr_fdpa`` (CDNA3 fp8 / bf8) sets c's
+#: significand to 0 when ``e_c < e_max - F - 1``, and ``torch.frexp`` gives Inf and NaN the
+#: exponent 0, so an Inf / NaN c, or the Inf / NaN result of the previous block, vanishes once
+#: the block's products reach 2^(F + 2) (only bf8's reach that: e4m3fnuz products stay below
+#: 2^17). fpscope keeps the Inf / NaN, as mmasim's own ``tr_fdpa`` (CDNA3 fp16 / bf16 / xf32)
+#: and IEEE 754 do; no MI300 recording decides it either way. Each mismatch is checked, never
+#: assumed: :func:`dropped_special_accumulator`.
+ORACLE_ARTIFACTS = {
+    "cdna3-bf8": "dropped special accumulator",
+}
+
+#: Presets whose mmasim model runs another instruction, and the preset that models that
+#: instruction: mmasim 2.1.1 has no Hopper mma.sync fp8 model, only wgmma (``MODELS``); the
+#: ``hopper-e*-fp16out`` presets model the recorded H100 mma.sync (hw-vectors H100 E4M3 / E5M2
+#: d_fp16), the ``hopper-wgmma-*`` presets mmasim's wgmma model.
+OTHER_INSTRUCTION = {
+    "hopper-e4m3-fp16out": "hopper-wgmma-e4m3-fp16out",
+    "hopper-e5m2-fp16out": "hopper-wgmma-e5m2-fp16out",
+}
+
+
+def _same_bits(d_sim: np.ndarray, d: np.ndarray, prof, fout) -> np.ndarray:
+    """Per case: fpscope's ``d`` (float64) gives mmasim's output bits ``d_sim`` (any NaN
+    matches any NaN: both models return a canonical one)."""
+    bits = np.where(np.isnan(d), prof.nan_bits, encode(d, fout).astype(np.int64))
+    return (d_sim == bits) | (np.isnan(decode(d_sim, fout)) & np.isnan(d))
+
+
+def dropped_special_accumulator(prof, a, b, c, d_sim: np.ndarray) -> np.ndarray:
+    """Which cases mmasim's dropped Inf / NaN accumulator explains (:data:`ORACLE_ARTIFACTS`).
+
+    A case is explained when, running fpscope block by block (``prof`` with k = L, each
+    block's result the next one's c), some block takes an Inf / NaN accumulator and fpscope
+    restarted at that block with c = +0 gives mmasim's bits ``d_sim``.
+
+    Args:
+        prof: a "two-stage" profile (CDNA3) whose k is a multiple of its block size L.
+        a, b: float64 arrays (cases, k); c: float64 (cases,); d_sim: int64 (cases,) of
+            mmasim's output bit patterns.
+
+    Raises:
+        AssertionError: the block-by-block chain is not fpscope's whole instruction (then the
+            restart would not be fpscope's own arithmetic).
+    """
+    fout = resolve_format(prof.out_format)
+    L = prof.block_size
+    one = prof.replace(k=L)
+    blocks = [(a[:, j:j + L], b[:, j:j + L]) for j in range(0, prof.k, L)]
+
+    def run(start, acc):
+        for ab, bb in blocks[start:]:
+            acc = fdpa_batch(ab, bb, acc, one)
+        return acc
+
+    whole = fdpa_batch(a, b, c, prof)
+    chain = run(0, c)
+    assert np.array_equal(whole, chain, equal_nan=True), "the block chain is not the instruction"
+    explained = np.zeros(len(c), dtype=bool)
+    acc = np.asarray(c, dtype=np.float64)
+    for j in range(len(blocks)):
+        idx = np.flatnonzero(~np.isfinite(acc))
+        if idx.size:
+            q = np.zeros(idx.size)
+            for ab, bb in blocks[j:]:
+                q = fdpa_batch(ab[idx], bb[idx], q, one)
+            explained[idx] |= _same_bits(d_sim[idx], q, prof, fout)
+        acc = fdpa_batch(*blocks[j], acc, one)
+    return explained
+
+
 #: mmasim's output bits per (preset, model, operand formats, seed, generator, tiles), which fix
 #: the draws and the model: :func:`sensitivity` compares every variant with the same mmasim
 #: outputs, computed once.
@@ -274,12 +350,15 @@ _SIM_CACHE: dict[tuple, np.ndarray] = {}
 
 
 def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
-            generators=GENERATORS, profile=None) -> Result:
+            generators=GENERATORS, profile=None, explain: bool | None = None) -> Result:
     """Compare ``preset`` with its mmasim model on about ``cases`` output elements.
 
     ``profile``: evaluate this profile instead of the preset (same mmasim model and operands;
     :func:`sensitivity` uses it to show that a changed parameter is seen).
+    ``explain``: check the mismatches of a preset of :data:`ORACLE_ARTIFACTS` against its
+    artifact (``Result.explained``); default: only when ``profile`` is None.
     """
+    explain = profile is None if explain is None else explain
     import torch
 
     prof = PRESETS[preset] if profile is None else profile
@@ -328,18 +407,24 @@ def compare(preset: str, cases: int, seed: int = 0, max_examples: int = 2,
         a_rows = np.repeat(av[:, :, None, :], n, axis=2).reshape(-1, k)      # (t, m, n, k)
         b_cols = np.repeat(np.swapaxes(bv, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
         d_fp = fdpa_batch(a_rows, b_cols, cv.reshape(-1), prof, **scales)
-        d_fp_bits = encode(d_fp, fout).astype(np.int64)
-        d_fp_bits = np.where(np.isnan(d_fp), prof.nan_bits, d_fp_bits)
-        sim_nan = np.isnan(decode(d_sim, fout))
-        same = (d_sim == d_fp_bits) | (sim_nan & np.isnan(d_fp))
+        d_fp_bits = np.where(np.isnan(d_fp), prof.nan_bits, encode(d_fp, fout).astype(np.int64))
+        same = _same_bits(d_sim, d_fp, prof, fout)
         res.by_gen[gen] = [same.size, int(same.sum())]
         res.cases += same.size
         res.matched += int(same.sum())
+        bad = np.flatnonzero(~same)
+        explained = np.zeros(bad.size, dtype=bool)
+        if explain and preset in ORACLE_ARTIFACTS and bad.size:
+            res.explanation = ORACLE_ARTIFACTS[preset]
+            explained = dropped_special_accumulator(prof, a_rows[bad], b_cols[bad],
+                                                    cv.reshape(-1)[bad], d_sim[bad])
+            res.explained += int(explained.sum())
         a_pat = np.repeat(A[:, :, None, :], n, axis=2).reshape(-1, k)
         b_pat = np.repeat(np.swapaxes(B, 1, 2)[:, None, :, :], m, axis=1).reshape(-1, k)
-        for i in np.flatnonzero(~same)[:max_examples]:
+        shown = np.concatenate([bad[~explained], bad[explained]])  # unexplained ones first
+        for i, why in zip(shown[:max_examples], np.sort(explained)[:max_examples]):
             res.examples.append({
-                "generator": gen,
+                "generator": gen, "explained": bool(why),
                 "a": _hex(a_pat[i], lin), "b": _hex(b_pat[i], lb),
                 "c": _hex(C.reshape(-1)[i], lout),
                 "mmasim": _hex(d_sim[i], lout), "fpscope": _hex(d_fp_bits[i], lout),
@@ -877,19 +962,34 @@ def main(argv=None) -> int:
     wp = max(len(p) for p in presets) + 1
     wm = max(len(model_name(p)) for p in presets) + 1
     print(f"{'preset':<{wp}} {'mmasim model':<{wm}} {'cases':>8} {'matched':>8} "
-          f"{'status':<9} {'s':>6}  per generator (matched/cases)")
+          f"{'explained':>9} {'status':<9} {'s':>6}  per generator (matched/cases)")
     t0 = time.perf_counter()
     for p in presets:
         r = compare(p, args.cases, seed=args.seed, max_examples=args.examples)
         results.append(r)
         gens = " ".join(f"{g}:{mt}/{c}" for g, (c, mt) in r.by_gen.items())
-        print(f"{p:<{wp}} {r.model:<{wm}} {r.cases:>8} {r.matched:>8} {r.status:<9} "
-              f"{r.seconds:>6.1f}  {gens}", flush=True)
+        print(f"{p:<{wp}} {r.model:<{wm}} {r.cases:>8} {r.matched:>8} {r.explained:>9} "
+              f"{r.status:<9} {r.seconds:>6.1f}  {gens}", flush=True)
     for p in missing:
         print(f"{p:<{wp}} {'(no mmasim model)':<{wm}} {0:>8} {0:>8} skipped")
     agree = sum(r.status == "match" for r in results)
     print(f"\n{agree} of {len(results)} presets agree bit for bit; "
           f"{sum(r.cases for r in results)} cases in {time.perf_counter() - t0:.0f} s")
+    by_name = {r.preset: r for r in results}
+    for r in results:
+        if r.status == "explained":
+            print(f"{r.preset}: all {r.cases - r.matched} others are mmasim's "
+                  f"{r.explanation} (ORACLE_ARTIFACTS; each checked)")
+    other_ok = {}
+    for p, twin in OTHER_INSTRUCTION.items():
+        if p in by_name and by_name[p].status != "match":
+            t = by_name.get(twin)
+            other_ok[p] = (t is not None and t.status == "match"
+                           and model_name(twin) == by_name[p].model)
+            verdict = ("matches it" if other_ok[p] else
+                       "NOT CHECKED: add it with --preset" if t is None else "DOES NOT match it")
+            print(f"{p}: models the recorded H100 mma.sync; mmasim's {by_name[p].model} is "
+                  f"wgmma, the instruction of {twin}, which {verdict}")
     print("\ne_zero tie cases (fp16 in, fp16 out; a, b of the leading products, c = 0):")
     for p, (av, bv) in E_ZERO_TIE_CASES.items():
         if p in presets:
@@ -940,9 +1040,10 @@ def main(argv=None) -> int:
                   flush=True)
     for r in results:
         for ex in r.examples:
-            print(f"\n{r.preset} [{ex['generator']}] a={ex['a']}\n  b={ex['b']}\n  c={ex['c']} "
-                  f"mmasim={ex['mmasim']} fpscope={ex['fpscope']}")
-    return 0 if all(r.status == "match" for r in results) else 1
+            why = f" ({r.explanation})" if ex["explained"] else ""
+            print(f"\n{r.preset} [{ex['generator']}]{why} a={ex['a']}\n  b={ex['b']}\n"
+                  f"  c={ex['c']} mmasim={ex['mmasim']} fpscope={ex['fpscope']}")
+    return 0 if all(r.status != "MISMATCH" or other_ok.get(r.preset) for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -209,3 +209,58 @@ def test_block_scaled_gemm_is_refused():
             probe(t, library_k=256, cases=0)
 
 
+
+
+def test_no_node_fits_gives_the_nearest_profile_and_the_samples_it_misses():
+    """An op that is cdna3-fp16 but for one quirk no profile expresses (the output's last bit
+    cleared when c > 2^100): no node fits, the report keeps no profile, names the nearest
+    (cdna3-fp16's node arithmetic) and lists as evidence samples the nearest misses, each with
+    what it gives; a sample it reproduces is never listed."""
+    import numpy as np
+
+    from fpscope.emulate.vectorized import matmul
+    from fpscope.probes.blackbox import CallableTarget, hex_out
+    from fpscope.profile import Profile
+
+    prof = PRESETS["cdna3-fp16"]
+
+    def quirk(A, B, C):
+        D = matmul(A, B, C, profile=prof).astype(np.float32)
+        cut = D.view(np.uint32) & np.uint32(0xFFFFFFFE)
+        return np.where(C > 2.0**100, cut.view(np.float32), D).astype(np.float64)
+
+    target = CallableTarget(quirk, "fp16", "fp32", name="quirk", k=prof.k)
+    rep = probe(target, cases=512)
+    assert not rep.fits and rep.profile is None and rep.validation is None
+    near = rep.nearest
+    fields = ("node", "block_size", "frac_bits", "frac_bits2", "alignment", "alignment2",
+              "product_groups", "c_drop_bits", "step_rounding")
+    assert {f: getattr(near, f) for f in fields} == {f: getattr(prof, f) for f in fields}
+    node = next(f for f in rep.findings if f.feature == "node")
+    assert not node.fits and node.evidence
+    for e in node.evidence:
+        a, b = np.zeros(prof.k), np.zeros(prof.k)
+        for q in e["products"]:
+            a[q["k"]] = _value(q["a"], np.float16)
+            b[q["k"]] = _value(q["b"], np.float16)
+        c = np.array([[_value(e["c"], np.float32)]])
+        d = quirk(a[None], b[:, None], c)
+        gives = matmul(a[None], b[:, None], c, profile=near)
+        assert e["d"] == hex_out(d.ravel(), target)[0]
+        assert e["meaning"] == f"the nearest profile gives {hex_out(gives.ravel(), target)[0]}"
+        assert c[0, 0] > 2.0**100 and e["d"] != hex_out(gives.ravel(), target)[0]
+    text = rep.to_text()
+    assert "nearest (NOT reproducing" in text and "first sample it misses" in text
+    assert Profile.from_dict(rep.to_dict()["nearest"]).to_dict() == near.to_dict()
+    from fpscope.report import probe_page
+
+    page = probe_page(rep.to_dict())
+    assert "Nearest profile" in page and node.evidence[0]["meaning"] in page
+
+
+def _value(hex_word: str, dtype):
+    """The value of a report's hex word of ``dtype``'s width (e.g. "0x3c00" as float16)."""
+    import numpy as np
+
+    word = int(hex_word, 16)
+    return float(np.array([word], dtype=f"u{np.dtype(dtype).itemsize}").view(dtype)[0])

@@ -648,6 +648,10 @@ def probe_page(rep: dict, environment: dict | None = None) -> str:
     prof = rep.get("profile")
     prof_html = (f"<pre>{_e(json.dumps(prof, indent=2))}</pre>" if prof else
                  f"<p>No profile: {_e(rep.get('reason', ''))}</p>")
+    if not prof and rep.get("nearest"):
+        prof_html += ("<h3>Nearest profile</h3><p>Not reproducing the rows of the node "
+                      "finding's evidence: a hypothesis, not validated.</p>"
+                      f"<pre>{_e(json.dumps(rep['nearest'], indent=2))}</pre>")
     v = rep.get("validation") or {}
     val_html = "<p>not run</p>"
     if v:

@@ -89,6 +89,9 @@ class ProbeReport:
         seconds, calls, rows: probing cost (validation excluded from rows).
         library_k: K of the library-level probe (None: not run); the validation then ran at
             this K.
+        nearest: when no node kind reproduces the sampled outputs, the profile that came
+            closest (a hypothesis the node finding's evidence contradicts; never validated,
+            never ``profile``); else None.
         chain: the chain profile given with the library level (``Profile.to_dict()``), or None;
             kept so that ``fpscope gate`` can re-probe the same way.
     """
@@ -107,6 +110,7 @@ class ProbeReport:
     rows: int = 0
     library_k: int | None = None
     chain: dict | None = None
+    nearest: object = None
 
     @property
     def accepted(self) -> bool:
@@ -141,6 +145,7 @@ class ProbeReport:
             "findings": [f.to_dict() for f in self.findings],
             "fingerprint": self.fingerprint, "fingerprint_evidence": self.fingerprint_evidence,
             "profile": self.profile.to_dict() if self.profile is not None else None,
+            "nearest": self.nearest.to_dict() if self.nearest is not None else None,
             "validation": self.validation, "seconds": round(self.seconds, 3),
             "calls": self.calls, "rows": self.rows,
         }
@@ -171,22 +176,23 @@ class ProbeReport:
             lines.append("  " + self.fingerprint)
         if self.profile is not None:
             p = self.profile
-            stages = f" x {p.stages}" if p.stages > 1 else ""
-            lines.append(f"profile: L = {p.block_size}{stages}, F = {p.frac_bits}, "
-                         f"{p.alignment}, rho = {' '.join(p.step_rounding)}, c {p.c_entry}, "
-                         f"e_zero = {p.e_zero}, flush in/out = {p.flush_inputs}/{p.flush_outputs}"
-                         f" (status {p.status})")
-            if p.scale_format is not None:
-                lines.append(f"block scales: {p.scale_format} per {p.scale_block_size} elements "
-                             f"of K")
-            if p.node != "fused":
-                from ..fit import node_text
-
-                lines.append(node_text(p).lstrip(", "))
+            lines += _profile_lines("profile", p)
             if self.library_k is not None:
                 lines.append(f"library (K = {self.library_k}): k = {p.k}, split_k = {p.split_k}"
                              f" ({p.split_k_order}, partials {p.split_k_format or p.out_format}), "
                              f"promotion_interval = {p.promotion_interval}")
+        if self.nearest is not None:
+            lines += _profile_lines("nearest (NOT reproducing the node finding's evidence rows)",
+                                    self.nearest)
+            ev = next((f.evidence for f in self.findings if f.feature == "node" and not f.fits
+                       and f.evidence), None)
+            if ev:
+                e = ev[0]
+                prods = ", ".join(f"k{q['k']}: {q['a']}*{q['b']}" for q in e["products"][:6])
+                more = len(e["products"]) - 6
+                prods += f" and {more} more" if more > 0 else ""
+                lines.append(f"  first sample it misses: {prods or 'no nonzero product'}; "
+                             f"c = {e['c']}; got {e['d']}, {e['meaning']}")
         if self.not_observable:
             lines.append("not observable (defaults used): " + ", ".join(self.not_observable))
         if not self.fits:
@@ -210,6 +216,22 @@ class ProbeReport:
             lines.append("validation: not run")
         lines.append(f"probing: {self.rows} probe rows in {self.calls} calls, {self.seconds:.2f} s")
         return "\n".join(lines) + "\n"
+
+
+def _profile_lines(label: str, p) -> list[str]:
+    """The report's lines of profile ``p``: block, F, alignment, rounding, c entry, e_zero,
+    flushes and status; block scales and the node kind where the profile has them."""
+    stages = f" x {p.stages}" if p.stages > 1 else ""
+    lines = [f"{label}: L = {p.block_size}{stages}, F = {p.frac_bits}, {p.alignment}, "
+             f"rho = {' '.join(p.step_rounding)}, c {p.c_entry}, e_zero = {p.e_zero}, "
+             f"flush in/out = {p.flush_inputs}/{p.flush_outputs} (status {p.status})"]
+    if p.scale_format is not None:
+        lines.append(f"block scales: {p.scale_format} per {p.scale_block_size} elements of K")
+    if p.node != "fused":
+        from ..fit import node_text
+
+        lines.append(node_text(p).lstrip(", "))
+    return lines
 
 
 #: Features whose misfit can mean another node kind (a rounded tree, two stages): only these
@@ -374,7 +396,7 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
     if not rep.fits and lib is None and _deterministic(rep) and any(
             f.feature in _NODE_SHAPE for f in rep.findings if not f.fits):
         # not a fused block: does another node kind fpscope models reproduce the op?
-        found, node_profile = nodes.run(ctx, seed=seed)
+        found, node_profile, rep.nearest = nodes.run(ctx, seed=seed)
         rep.findings.append(found)
         if node_profile is not None:
             rep.fits, rep.reason, rep.profile = True, "", node_profile
@@ -382,7 +404,7 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
             rep.reason += f"; {found.note}"
     elif rep.fits and target.scaled:
         # the grouped node fits every family at unit scales (probes.nodes): sample the op
-        found, node_profile = _scaled_node(ctx, seed)
+        found, node_profile, rep.nearest = _scaled_node(ctx, seed)
         if found is not None:
             rep.findings.append(found)
             if node_profile is None:
@@ -431,9 +453,9 @@ def probe(target, in_format: str | None = None, out_format: str | None = None, *
 
 
 def _scaled_node(ctx: Ctx, seed: int):
-    """(None, None) when the fused profile the families assembled reproduces random outputs
-    of a block-scaled op at unit scales; else the node family's (Finding, profile or None)
-    fitted to those outputs (:func:`fpscope.probes.nodes.fit_samples`)."""
+    """(None, None, None) when the fused profile the families assembled reproduces random
+    outputs of a block-scaled op at unit scales; else the node family's (Finding, profile or
+    None, nearest or None) fitted to those outputs (:func:`fpscope.probes.nodes.fit_samples`)."""
     from ..fit import unmatched
 
     rec = nodes.sample(ctx, samples=4096, seed=seed)
@@ -443,7 +465,7 @@ def _scaled_node(ctx: Ctx, seed: int):
         fused = None
     bad = len(rec.d) if fused is None else len(unmatched(rec, fused))
     if not bad:
-        return None, None
+        return None, None, None
     return nodes.fit_samples(ctx, rec, f"the fused profile the families assembled at unit "
                                        f"scales misses {bad} of {len(rec.d)} random outputs")
 

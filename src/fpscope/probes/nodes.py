@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats import encode
-from ._common import Ctx, Finding, scale_fields
+from ..formats import decode, encode
+from ._common import MAX_EVIDENCE, Ctx, Finding, scale_fields
+from .blackbox import hex_out
 
 FAMILY = "node"
 
@@ -63,22 +64,39 @@ def sample(ctx: Ctx, samples: int = 1536, seed: int = 0):
 
 
 def fit_samples(ctx: Ctx, rec, why: str = "the fused-block model does not fit"):
-    """(Finding "node", profile or None): the node the recording ``rec`` (:func:`sample`) fits.
+    """(Finding "node", profile or None, nearest or None): the node the recording ``rec``
+    (:func:`sample`) fits.
 
     The profile (``k`` = ctx.K, status experimental) reproduces every sample; None when no
-    profile of the search does (the Finding then does not fit and says how close the best came).
+    profile of the search does. Then the Finding does not fit, says how close the best came
+    and holds as evidence the samples the best misses (each with what it gives), and
+    ``nearest`` is that best profile (a hypothesis that some samples contradict, for a person to
+    judge: :attr:`fpscope.probes.driver.ProbeReport.nearest`); else ``nearest`` is None.
     ``why``: the note's first words, why the node is fitted.
     """
-    from ..fit import fit
+    from ..emulate.vectorized import fdpa_batch
+    from ..fit import fit, unmatched
 
     t, K, n = ctx.target, ctx.K, len(rec.d)
     res = fit(rec)
     p = res.profile
     if not res.exact:
-        return (Finding(FAMILY, "node", None, fits=False, rows=n,
+        nearest = _named(p, t, K, f"nearest node to {n} random outputs ({res.matched} "
+                                  f"reproduced)")
+        bad = unmatched(rec, p)[:MAX_EVIDENCE]
+        scales = ({} if rec.scale_a is None else
+                  {"scale_a": rec.scale_a[bad], "scale_b": rec.scale_b[bad]})
+        gives = fdpa_batch(rec.a[bad], rec.b[bad], rec.c[bad], rec.scaled(p), **scales)
+        got = decode(rec.d[bad], ctx.fout)
+        sc = [] if rec.scale_a is None else [(rec.scale_a[i], rec.scale_b[i]) for i in bad]
+        evidence = [ctx.evidence((rec.a[i], rec.b[i], rec.c[i], *(sc[j] if sc else ())),
+                                 float(d),
+                                 f"the nearest profile gives {hex_out([g], t)[0]}")
+                    for j, (i, d, g) in enumerate(zip(bad, got, gives))]
+        return (Finding(FAMILY, "node", None, fits=False, rows=n, evidence=evidence,
                         note=f"no node kind fpscope models reproduces the {n} sampled "
                              f"outputs (the best, a {p.node} node, {res.matched} of them)"),
-                None)
+                None, nearest)
     open_fields = sorted(k for k, v in res.consistent.items() if len(v) > 1)
     scales = " at unit scales" if rec.scale_block_size is not None else ""
     note = (f"{why}; {n} random outputs{scales} are reproduced bit "
@@ -86,13 +104,17 @@ def fit_samples(ctx: Ctx, rec, why: str = "the fused-block model does not fit"):
             f"L = {p.block_size})")
     if open_fields:
         note += f"; the samples leave open: {', '.join(open_fields)}"
-    prof = p.replace(name=f"probed:{t.name}", status="experimental",
-                     evidence=f"fpscope probe of {t.name} (K = {K}): node fitted to {n} "
-                              f"random outputs{scales}")
-    return Finding(FAMILY, "node", p.node, rows=n, note=note), prof
+    prof = _named(p, t, K, f"node fitted to {n} random outputs{scales}")
+    return Finding(FAMILY, "node", p.node, rows=n, note=note), prof, None
+
+
+def _named(p, target, K: int, what: str):
+    """``p`` as a probed profile of ``target`` (name, status experimental, evidence)."""
+    return p.replace(name=f"probed:{target.name}", status="experimental",
+                     evidence=f"fpscope probe of {target.name} (K = {K}): {what}")
 
 
 def run(ctx: Ctx, samples: int = 1536, seed: int = 0):
-    """(Finding "node", profile or None) from ``samples`` random outputs of ``ctx.target``
-    (:func:`sample`, then :func:`fit_samples`)."""
+    """(Finding "node", profile or None, nearest or None) from ``samples`` random outputs of
+    ``ctx.target`` (:func:`sample`, then :func:`fit_samples`)."""
     return fit_samples(ctx, sample(ctx, samples, seed))
