@@ -32,7 +32,8 @@ def profiles(draw):
     # fp16 outputs: the cancellation probes see at most 26 kept bits (2^15 .. 2^-14); fp8
     # products (e4m3: 2^16 .. 2^-12) at most about 30, and devices keep 13 (Hopper, Ada) or 25
     # (Blackwell, mmasim): F >= 31 with c added last reads as lossless (a known limit)
-    # (FPSCOPE_HYP_FP8_F=26:30: fp8 F from 26 .. 30 instead; README, "fp8 with F = 26 .. 30")
+    # (FPSCOPE_HYP_FP8_F=26:30: fp8 F from 26 .. 30 instead, fp32 and fp16 outputs; README,
+    # "fp8 with F = 26 .. 30")
     lo8, hi8 = map(int, os.environ.get("FPSCOPE_HYP_FP8_F", "10:25").split(":"))
     F = draw((st.integers(lo8, hi8) if fin in fp8 else
               st.integers(10, 26 if out == "fp16" else 30)).filter(
@@ -200,6 +201,13 @@ EDGES = {
                                                         step_rounding=("fp16", "RZ"),
                                                         flush_outputs=True,
                                                         neg_zero_to_pos=True),
+    # zeros: the sums past a rounding point were reproduced by e_zero -14 and -13 alike, and
+    # the first, -14, was taken (2 of 200,000 random outputs differ); random rows on which the
+    # two disagree, run through the op, decide (round trip with FPSCOPE_HYP_FP8_F=26:30)
+    "e_zero -13 flushed, two fitting": _edge(in_format="fp16", out_format="fp16", block_size=4,
+                                             k=8, frac_bits=18, e_zero=-13,
+                                             step_rounding=("fp16", "RZ"), flush_inputs=True,
+                                             flush_outputs=True, neg_zero_to_pos=True),
 }
 
 
@@ -271,6 +279,36 @@ def test_fp8_kept_bits_beyond_the_normal_products(kw):
     assert (rep.profile.frac_bits, rep.profile.alignment) == (p.frac_bits, p.alignment)
     found = {f.feature: f for f in rep.findings}  # read by the families, not the node fit
     assert found["frac_bits"].fits and found["alignment"].observable
+
+
+@pytest.mark.parametrize("kw", [
+    # alignment: the pair at 2^15 (the fp16 output's largest binade) put 0.25 * 2^(15 - 30)
+    # below the smallest normal fp16 value: "not observable", default truncate, then the
+    # rounding probes did not fit and the node fit read F = 29; the pair at 2^30 (an e5m2
+    # product) shows floor
+    dict(in_format="fp8_e5m2", block_size=4, k=4, frac_bits=30, alignment="floor"),
+    # precision: e4m3 products beside a pair at 2^15 show t <= 30 only, and c (added last)
+    # is never cut: F read as lossless (40), the node fit then took F = 21 and the validation
+    # rejected it; 2^-12 beside the pair 2^16 shows t = 31 cut
+    dict(in_format="fp8_e4m3fn", block_size=4, k=4, frac_bits=30, alignment="floor"),
+    # c path: with flushed outputs c = 0.25 * 2^(15 - 28) (subnormal fp16) never came back, so
+    # c_entry defaulted to "first"; beside the pair 2^16 c = 2^-14 is normal and shows "last"
+    dict(in_format="fp8_e4m3fn", block_size=16, k=16, frac_bits=28, alignment="nearest",
+         flush_outputs=True),
+], ids=["e5m2 floor F=30", "e4m3 floor F=30", "e4m3 nearest F=28 flushed"])
+def test_fp8_fp16_output_pair_above_the_output_range(kw):
+    """fp8 inputs, fp16 output, c added last, F >= 28 (found by the round trip with
+    FPSCOPE_HYP_FP8_F=26:30): the probes' cancelling pair may lie above the output's range,
+    up to the largest product, where the fp16 output cannot show the cut beside 2^15."""
+    p = _edge(out_format="fp16", step_rounding=("fp16", "RZ"), nan_bits=0x7FFF, e_zero=None,
+              c_entry="last", **kw)
+    rep = probe(SimulatedTarget(p), p.in_format, p.out_format, cases=2048, seed=1)
+    assert rep.fits and rep.accepted, rep.reason
+    q = rep.profile
+    assert (q.frac_bits, q.alignment, q.c_entry) == (p.frac_bits, p.alignment, "last")
+    found = {f.feature: f for f in rep.findings}  # read by the families, not the node fit
+    assert found["frac_bits"].fits and found["alignment"].observable
+    assert found["c_entry"].observable and "node" not in found
 
 
 @pytest.mark.parametrize("kw", [

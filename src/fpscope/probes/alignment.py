@@ -20,8 +20,10 @@ those of y + n (:func:`expected`).
 Outcomes: the product path gives ``alignment``. On the c path "exact" means c does not take part
 in the fused block: it is added after the last block (``c_entry`` "last"); otherwise the c path
 must cut as the product path does (the profile has one alignment), else the op does not fit.
-Not observable: no y + n (|n| < 2^8) is a product of two normal inputs (product path), or
-0.25 * 2^(E - F) is not an output value (c path; subnormal c only when each y * 2^(E - F)
+The pair may lie above the output's range (it cancels): E is raised, up to the largest
+product, until 0.25 * 2^(E - F) is a normal output value (fp8 with fp16 output).
+Not observable: no y + n (|n| < 2^8) is a product of two normal inputs, or 2^(E - F) is below
+the smallest normal output (product path), or 0.25 * 2^(E - F) is not an output value (c path; subnormal c only when each y * 2^(E - F)
 alone, products +0, comes back unchanged: fp6/fp4 inputs with fp16 output); with F too large
 for the formats the row is skipped.
 """
@@ -30,6 +32,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..formats import decode, is_representable
 from ._common import Ctx, Finding, NotRepresentable
 
 FAMILY = "alignment"
@@ -51,28 +56,49 @@ def _classify(units, ys) -> str | None:
     return None
 
 
-def _product_term(ctx: Ctx, x: float, unit: float) -> float:
-    """x, or x + n (n the smallest integer of x's sign, |n| < 2^8) such that (x + n) * unit is
-    a product of two normal inputs.
+def _product_term(ctx: Ctx, x: float, unit: float) -> tuple[float, tuple[float, float]]:
+    """(y, (a, b)): y = x, or x + n (n the smallest integer of x's sign, |n| < 2^8) such that
+    y * unit = a * b with a and b normal inputs (b a power of two where one fits; for inputs
+    of at most 8 bits any normal b, e.g. e4m3 81 * 2^-16 = (1.125 * 2^-5)^2).
 
     Raises:
         NotRepresentable: no such n.
     """
+    small = ctx.fin.bits <= 8 and ctx.fb.bits <= 8
+    bs = _normal_values(ctx.fb) if small else np.empty(0)
     for n in range(256):
         y = math.copysign(abs(x) + n, x)
+        v = y * unit
         try:
-            ctx.split(y * unit)
-            return y
+            return y, ctx.split(v)
         except NotRepresentable:
-            continue
+            pass
+        if small and v != 0:
+            a = v / bs
+            ok = (np.abs(a) >= ctx.fin.min_normal) & (np.abs(a) <= ctx.fin.max_finite)
+            ok &= is_representable(a, ctx.fin) & (a * bs == v)
+            if ok.any():
+                i = int(np.flatnonzero(ok)[0])
+                return y, (float(a[i]), float(bs[i]))
     raise NotRepresentable(f"no {x} + n with |n| < 256 makes {x} * 2^(E-F) = {x * unit!r} a "
                            f"product of {ctx.operands} normal values")
+
+
+def _normal_values(fmt) -> np.ndarray:
+    """Every positive normal finite value of ``fmt`` (a format of at most 8 bits), ascending."""
+    v = decode(np.arange(1 << (fmt.bits - 1)), fmt)
+    return np.sort(v[np.isfinite(v) & (v >= fmt.min_normal)])
 
 
 def _path(ctx: Ctx, path: str):
     blk = ctx.first_block
     F = ctx.known["frac_bits"]
     E = ctx.big_exponent()
+    # the pair may lie above the output's range (it cancels): raise E until 0.25 * 2^(E - F)
+    # is a normal output value, where products reach (the product path's outputs, multiples
+    # of 2^(E - F), must be normal, its terms y + n need not be; the c path's c = y * 2^(E - F)
+    # must be an output value, normal unless it comes back alone)
+    E = max(E, min(F + ctx.fout.emin + 2, ctx.fin.emax + ctx.fb.emax))
     unit = math.ldexp(1.0, E - F)
     big = math.ldexp(1.0, E)
     need = 3 if path == "product" else 2
@@ -80,7 +106,10 @@ def _path(ctx: Ctx, path: str):
         return None, [], None, f"blocks of {len(blk)} product(s): no room for the {path}-path probe"
     floor = max(ctx.fout.min_normal, 0.0)
     sub_c = False
-    if 0.25 * unit < floor:
+    if path == "product" and unit < floor:  # every output is a multiple of the unit
+        return None, [], None, (f"not observable with these formats (2^(E-F) is below the "
+                                f"smallest normal {ctx.fout.name} value)")
+    if path == "c" and 0.25 * unit < floor:
         # the c path may take subnormal c values (fp6/fp4 inputs beside an fp16 output) when
         # c alone comes back unchanged (not flushed); the product path never does
         sub_c = path == "c" and 0.25 * unit >= ctx.fout.min_subnormal
@@ -92,8 +121,8 @@ def _path(ctx: Ctx, path: str):
     try:
         for i, x in enumerate(XS):
             if path == "product":
-                ys[i] = y = _product_term(ctx, x, unit)
-                rows.append(ctx.row([(blk[0], big), (blk[1], -big), (blk[2], y * unit)]))
+                ys[i], (ta, tb) = _product_term(ctx, x, unit)
+                rows.append(ctx.row([(blk[0], big), (blk[1], -big)], raw=[(blk[2], ta, tb)]))
             else:
                 rows.append(ctx.row([(blk[0], big), (blk[1], -big)], c=x * unit))
         if sub_c:

@@ -271,24 +271,68 @@ def _first_fit(ctx: Ctx, knowns: list[dict], log) -> int | None:
     d = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in log])
     a, b, c = (np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
                np.array([r[2] for r in rows]))
-    saved, ok = ctx.known, []
-    try:
-        for known in knowns:
-            ctx.known = known
-            try:
-                pred = fdpa_batch(a, b, c, candidate_profile(ctx))
-            except ValueError:
-                ok.append(None)
-                continue
-            bits = same_bits(pred, d)
-            ok.append((bool(bits.all()), bool((bits | ((pred == 0) & (d == 0))).all())))
-    finally:
-        ctx.known = saved
+    ok = []
+    for pred in _predictions(ctx, knowns, a, b, c):
+        if pred is None:
+            ok.append(None)
+            continue
+        bits = same_bits(pred, d)
+        ok.append((bool(bits.all()), bool((bits | ((pred == 0) & (d == 0))).all())))
     for how in (0, 1):  # bit for bit, then up to the signs of zeros
         for i, fit in enumerate(ok):
             if fit is not None and fit[how]:
                 return i
     return None
+
+
+def _predictions(ctx: Ctx, knowns: list[dict], a, b, c) -> list:
+    """Each of ``knowns``' candidate profile's outputs on rows (a, b, c), or None where it
+    cannot run. Leaves ``ctx.known`` as it was."""
+    saved, out = ctx.known, []
+    try:
+        for known in knowns:
+            ctx.known = known
+            try:
+                out.append(fdpa_batch(a, b, c, candidate_profile(ctx)))
+            except ValueError:
+                out.append(None)
+    finally:
+        ctx.known = saved
+    return out
+
+
+def _separating_rows(ctx: Ctx, knowns: list[dict], pick: int, log, samples: int = 4096,
+                     limit: int = 256):
+    """(rows, d): random rows (the closed loop's subnormal and zero-block generators, where
+    e_zero acts) on which the candidates of ``knowns`` that reproduce ``log`` bit for bit, as
+    ``knowns[pick]`` does, disagree, with the op's outputs (at most ``limit``); None when no
+    other candidate fits or none of ``samples`` rows tells them apart. Rows that only the
+    target can decide: the next :func:`_first_fit` over ``log`` and these keeps the right one."""
+    from .validate import generate
+
+    rows = [r for rs, _ in log for r in rs]
+    d = np.concatenate([np.asarray(x, dtype=np.float64) for _, x in log])
+    a, b, c = (np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
+               np.array([r[2] for r in rows]))
+    fits = [i for i, p in enumerate(_predictions(ctx, knowns, a, b, c))
+            if p is not None and same_bits(p, d).all()]
+    if len(fits) < 2 or pick not in fits:
+        return None
+    rng = np.random.default_rng([7, ctx.K])
+    parts = [generate(kind, rng, ctx.fin, ctx.fout, samples // 2, ctx.K, 1, ctx.K, ctx.fb)
+             for kind in ("subnormal", "zero_block")]
+    A = np.concatenate([p[0] for p in parts])
+    B = np.concatenate([np.repeat(p[1][:, 0][None], len(p[0]), axis=0) for p in parts])
+    C = np.concatenate([p[2][:, 0] for p in parts])
+    preds = [p for p in _predictions(ctx, [knowns[i] for i in fits], A, B, C) if p is not None]
+    differ = np.zeros(len(C), dtype=bool)
+    for p in preds[1:]:
+        differ |= ~same_bits(p, preds[0])
+    idx = np.flatnonzero(differ)[:limit]
+    if not idx.size:
+        return None
+    sep = [(A[i], B[i], float(C[i])) for i in idx]
+    return sep, ctx.run(sep)
 
 
 def _step_finding(ctx: Ctx, steps, n: int, what: str) -> Finding:
@@ -443,6 +487,9 @@ def _boundary_sums(ctx: Ctx, found: list[Finding], steps, log) -> list[Finding]:
     knowns = [{**base, "step_rounding": s, "e_zero": z}
               for z in [e.value] + [z for z in ez if z != e.value] for s in steps]
     pick = _first_fit(ctx, knowns, log + [(rows, d)])
+    sep = None if pick is None else _separating_rows(ctx, knowns, pick, log + [(rows, d)])
+    if sep is not None:  # other e_zero / steps reproduce them too: random rows decide
+        pick = _first_fit(ctx, knowns, log + [(rows, d), sep])
     try:
         pred = fdpa_batch(np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
                           np.array([r[2] for r in rows]), candidate_profile(ctx))
@@ -467,6 +514,8 @@ def _boundary_sums(ctx: Ctx, found: list[Finding], steps, log) -> list[Finding]:
                        f"rounding point differ from the reading ({was}, {steps[0][0]} "
                        f"{steps[0][1]} steps); e_zero = {z} with {step[0]} {step[1]} steps is "
                        f"the first that reproduces them all"
+                       + ("" if sep is None else f" and {len(sep[0])} random rows on which "
+                          f"the others that do disagree")
                        + ("" if z is not None else " (zeros left out of e_max)"))
     out = [new if f is e else f for f in found if f.feature != "step_rounding"]
     if step != steps[0]:
