@@ -202,8 +202,8 @@ EDGES = {
                                                         flush_outputs=True,
                                                         neg_zero_to_pos=True),
     # zeros: the sums past a rounding point were reproduced by e_zero -14 and -13 alike, and
-    # the first, -14, was taken (2 of 200,000 random outputs differ); random rows on which the
-    # two disagree, run through the op, decide (round trip with FPSCOPE_HYP_FP8_F=26:30)
+    # the first, -14, was taken (the validation's 2048 random outputs accepted it); rows on
+    # which the two disagree, run through the op, decide (round trip, FPSCOPE_HYP_FP8_F=26:30)
     "e_zero -13 flushed, two fitting": _edge(in_format="fp16", out_format="fp16", block_size=4,
                                              k=8, frac_bits=18, e_zero=-13,
                                              step_rounding=("fp16", "RZ"), flush_inputs=True,
