@@ -94,10 +94,13 @@ class MatrixTarget(LibraryTarget):
     (one call of the op per probe: a GEMM may order K differently for other rows, case C5).
     ``evaluate_outer(P, Q)``: A = zeros with A[:R] = P, B = zeros with B[:, :C] = Q; one call;
     returns C[:R, :C]. ``max_rows`` = M and ``max_cols`` = N.
+    ``evaluate_products(A, B)``: per row, A = zeros with row 0 = A[b], B = zeros with column 0 =
+    B[b]; one call each; returns C[0, 0].
     Subclasses implement :meth:`_product`.
     """
 
     is_matrix = True
+    has_products = True
 
     def __init__(
         self,
@@ -132,6 +135,13 @@ class MatrixTarget(LibraryTarget):
         if self._ones is None:
             self._ones = np.ones((self.K, self.N), dtype=x.dtype)
         return float(self._product(A, self._ones)[0, 0])
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        A = np.zeros((self.M, self.K), dtype=a.dtype)
+        A[0] = a
+        B = np.zeros((self.K, self.N), dtype=b.dtype)
+        B[:, 0] = b
+        return float(self._product(A, B)[0, 0])
 
     def evaluate_outer(self, P, Q) -> np.ndarray:
         """Outputs (r, c) = the op's reduction over k of P[r, k] * Q[k, c], from one call.

@@ -9,6 +9,11 @@ the operation on inputs the algorithm chooses, through two calls:
 * ``evaluate_outer(P, Q)`` (matrix ops only): P has shape (R, n), Q shape (n, C) with R <= max_rows
   and C <= max_cols; returns the (R, C) outputs where output (r, c) reduces P[r, k] * Q[k, c] over
   k. One call yields R * C probes when all outputs share one K-order (the algorithm checks that).
+* ``evaluate_products(A, B)`` (ops that multiply before they add: dot, matvec, vecmat, matmul,
+  two-operand einsum; ``has_products`` is True): A and B have shape (B, n); row b is one call of
+  the op on the factor vectors A[b] and B[b] (for a matrix op: row 0 of A and column 0 of B, the
+  rest zero), returning output (0, 0). How each product enters the sum (rounded, or fused in an
+  FMA) is only visible through this call: with B = ones every product is exact.
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ class Target:
         in_format: format of the inputs (values passed in must be exactly representable).
         out_format: format of the op's output.
         is_matrix: True when ``evaluate_outer`` is available.
+        has_products: True when ``evaluate_products`` is available (the op multiplies factor
+            pairs before it adds them).
         max_rows, max_cols: the largest R and C accepted by ``evaluate_outer``.
         calls: number of calls made to the underlying operation so far.
     """
 
     name: str = "target"
     is_matrix: bool = False
+    has_products: bool = False
     max_rows: int = 0
     max_cols: int = 0
 
@@ -83,6 +91,35 @@ class Target:
 
     def evaluate_outer(self, P, Q) -> np.ndarray:
         raise TargetError(f"{self.name} is not a matrix operation")
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        """Run the op once on the factor vectors a and b (storage dtype, shape (n,))."""
+        raise TargetError(f"{self.name} takes no factor pairs (it adds its inputs as they are)")
+
+    def evaluate_products(self, A, B) -> np.ndarray:
+        """Outputs of the op on the factor vectors (A[b], B[b]), one call per row.
+
+        Args:
+            A, B: (batch, n) float64 values exactly representable in ``in_format``.
+
+        Returns:
+            (batch,) float64 outputs (the exact widening of the op's output).
+
+        Raises:
+            TargetError: the op has no products (``has_products`` is False), bad shapes, a value
+                not representable in ``in_format``, or the op failed.
+        """
+        if not self.has_products:
+            raise TargetError(f"{self.name} takes no factor pairs (it adds its inputs as they are)")
+        A, B = self._check(A), self._check(B)
+        if A.shape != B.shape:
+            raise TargetError(f"factor arrays differ in shape: {A.shape} and {B.shape}")
+        out = np.empty(A.shape[0], dtype=np.float64)
+        with self._errors_reported():
+            for r in range(A.shape[0]):
+                self.calls += 1
+                out[r] = self._call_pair(A[r], B[r])
+        return out
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def _check(self, X) -> np.ndarray:

@@ -90,9 +90,16 @@ class JaxReduce(_JaxTarget):
         self._ones = (
             [self._array(np.ones(n, dtype=self.storage_dtype))] if arity == 2 else []
         )
+        self.has_products = arity == 2
 
     def _call_one(self, x: np.ndarray) -> float:
         y = self._fn(self._array(x), *self._ones)
+        return float(np.asarray(y).astype(np.float64))
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        if not self.has_products:
+            return super()._call_pair(a, b)
+        y = self._fn(self._array(a), self._array(b))
         return float(np.asarray(y).astype(np.float64))
 
 

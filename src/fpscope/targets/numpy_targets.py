@@ -152,11 +152,19 @@ class NumpyDot(_NumpyTarget):
         self._x = self._placed((n,))
         self._ones = self._placed((n,))
         self._ones[...] = 1
+        self._y = self._placed((n,))
         self._start()
+
+    has_products = True
 
     def _call_one(self, x: np.ndarray) -> float:
         self._x[...] = x
         return float(np.dot(self._x, self._ones))
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        self._x[...] = a
+        self._y[...] = b
+        return float(np.dot(self._x, self._y))
 
 
 class NumpyCumsum(_NumpyTarget):
@@ -216,14 +224,23 @@ class NumpyEinsumVector(_NumpyTarget):
         )
         self._x = self._placed((n,))
         self._operands = [self._x]
+        self.has_products = ones
         if ones:
             self._operands.append(self._placed((n,)))
             self._operands[1][...] = 1
+            self._y = self._placed((n,))
         self._start()
 
     def _call_one(self, x: np.ndarray) -> float:
         self._x[...] = x
         return float(np.einsum(self.plan.subscripts, *self._operands))
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        if not self.has_products:
+            return super()._call_pair(a, b)
+        self._x[...] = a
+        self._y[...] = b
+        return float(np.einsum(self.plan.subscripts, self._x, self._y))
 
 
 class _NumpyProduct(_NumpyTarget, MatrixTarget):

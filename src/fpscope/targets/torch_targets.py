@@ -129,11 +129,20 @@ class TorchReduce(_TorchTarget):
             ones = self._operand((n,))
             self._fill(ones, np.ones(n, dtype=self.storage_dtype))
             self._args.append(ones[1])
+            self._y = self._operand((n,))
+        self.has_products = self._dot
         self._start()
 
     def _call_one(self, x: np.ndarray) -> float:
         self._fill(self._x, x)
         return float(self._widen(self._fn(*self._args)))
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        if not self._dot:
+            return super()._call_pair(a, b)
+        self._fill(self._x, a)
+        self._fill(self._y, b)
+        return float(self._widen(self._fn(self._x[1], self._y[1])))
 
 
 class TorchProduct(_TorchTarget, MatrixTarget):
