@@ -47,7 +47,9 @@ C1_X = np.array(
 
 def test_c1_balanced_tree_reproduces_numpy_sum():
     tree = reveal_tree("numpy.sum", n=8)
-    assert tree.to_json() == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    assert tree.to_nested() == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    assert tree.to_json() == {"leaves": 8, "nodes": [[0, 1], [2, 3], [8, 9], [4, 5], [6, 7],
+                                                     [11, 12], [10, 13]]}
     x = C1_X.astype(np.float64)  # exact widening
     got = replay(tree, x, FP32)
     assert got == -14443116.0

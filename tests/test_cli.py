@@ -128,12 +128,13 @@ def test_reveal_json_record(capsys):
     rc, out, err = cli(capsys, "reveal", "numpy.sum", "--n", "200", "--format", "json", "--samples", "5")
     assert rc == 0, err
     rec = json.loads(out)
-    assert rec["schema"] == "fpscope.record/1"
+    assert rec["schema"] == "fpscope.record/2"
     for key in ("target", "tree", "summary", "probe", "environment", "validation"):
         assert key in rec
     tree = SumTree.from_json(rec["tree"])
     assert tree.n == 200
     assert tree == numpy_pairwise_sum_tree(200)
+    assert rec["tree"] == tree.to_flat()  # schema /2: the flat form
     probe = rec["probe"]
     assert isinstance(probe["calls"], int) and not isinstance(probe["calls"], bool)
     assert probe["calls"] >= 1
@@ -187,7 +188,7 @@ def test_output_file_refuses_to_overwrite(capsys, tmp_path):
     rc, _, err = cli(capsys, "reveal", "numpy.sum", "--n", "16", "--format", "json", "-o", out_path,
                      "--force", "--samples", "2")
     assert rc == 0, err
-    assert json.loads(out_path.read_text())["schema"] == "fpscope.record/1"
+    assert json.loads(out_path.read_text())["schema"] == "fpscope.record/2"
 
 
 def test_verify_record_bit_exact(capsys, record_300):
@@ -380,9 +381,10 @@ def test_sweep_json(capsys):
                        "--samples", "2", "--format", "json")
     assert rc == 0, err
     rec = json.loads(out)
-    assert rec["schema"] == "fpscope.record/1"
+    assert rec["schema"] == "fpscope.record/2"
     sw = rec["sweep"]
     assert [r["value"] for r in sw["rows"]] == [0, 3, 15]
+    assert all(set(v) == {"leaves", "nodes"} for v in sw["trees"].values())  # flat
     trees = {k: SumTree.from_json(v) for k, v in sw["trees"].items()}
     by_value = {r["value"]: trees[r["tree_id"]] for r in sw["rows"]}
     assert by_value[3] == SumTree.sequential(4) and by_value[15] == SumTree.sequential(16)

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from fpscope.arithmetic import Arithmetic
 from fpscope.cli import main
 from fpscope.diff import DiffError, Side, diff, diff_profiles, diff_trees
 from fpscope.formats import FP32, FP64
@@ -12,6 +13,10 @@ from fpscope.profile import get_profile
 from fpscope.record import new_record, write_record
 from fpscope.replay import replay
 from fpscope.tree import SumTree
+
+
+def _uni(tree, fmt, out=None):
+    return Arithmetic.uniform(tree.n_nodes, fmt.name, (out or fmt).name)
 
 
 def _record(path, tree, acc="fp32"):
@@ -28,8 +33,8 @@ def test_identical_trees_and_records(tmp_path):
 
 
 def test_different_trees_give_subtree_and_a_checked_witness():
-    a = Side("a", tree=SumTree.sequential(16), acc=FP32)
-    b = Side("b", tree=SumTree.pairwise(16), acc=FP32)
+    a = Side("a", tree=SumTree.sequential(16), arith=_uni(SumTree.sequential(16), FP32))
+    b = Side("b", tree=SumTree.pairwise(16), arith=_uni(SumTree.pairwise(16), FP32))
     res = diff_trees(a, b)
     assert res.verdict == "different tree" and not res.same
     # the smallest node one tree has and the other lacks: (2+3) of the pairwise tree
@@ -43,8 +48,8 @@ def test_different_trees_give_subtree_and_a_checked_witness():
 def test_witness_outputs_are_in_the_ops_output_format():
     """A record's tree accumulating in fp64 for an fp32 op (OpenBLAS sdot): the witness is
     replayed to the op's output format and printed as fp32 bits, not the accumulator's."""
-    a = Side("a", tree=SumTree.sequential(16), acc=FP64, out=FP32)
-    b = Side("b", tree=SumTree.pairwise(16), acc=FP64, out=FP32)
+    a = Side("a", tree=SumTree.sequential(16), arith=_uni(SumTree.sequential(16), FP64, FP32))
+    b = Side("b", tree=SumTree.pairwise(16), arith=_uni(SumTree.pairwise(16), FP64, FP32))
     res = diff_trees(a, b)
     assert res.witness is not None
     for side in ("a", "b"):
@@ -55,9 +60,9 @@ def test_witness_outputs_are_in_the_ops_output_format():
 
 def test_smallest_subtree_is_local():
     """Trees that differ only in the last four leaves report a 4-leaf subtree or smaller."""
-    left = SumTree.pairwise(8).to_json()
-    a = Side("a", tree=SumTree([left, [[8, 9], [10, 11]]]), acc=FP32)
-    b = Side("b", tree=SumTree([left, [[[8, 9], 10], 11]]), acc=FP32)
+    left = SumTree.pairwise(8).to_nested()
+    a = Side("a", tree=SumTree([left, [[8, 9], [10, 11]]]), arith=_uni(SumTree([left, [[8, 9], [10, 11]]]), FP32))
+    b = Side("b", tree=SumTree([left, [[[8, 9], 10], 11]]), arith=_uni(SumTree([left, [[[8, 9], 10], 11]]), FP32))
     res = diff_trees(a, b)
     assert set(res.subtree["leaves"]) <= {8, 9, 10, 11}
     assert res.witness is not None
@@ -65,7 +70,7 @@ def test_smallest_subtree_is_local():
 
 def test_same_tree_other_accumulator():
     t = SumTree.sequential(40)
-    res = diff_trees(Side("a", tree=t, acc=FP32), Side("b", tree=t, acc=FP64))
+    res = diff_trees(Side("a", tree=t, arith=_uni(t, FP32)), Side("b", tree=t, arith=_uni(t, FP64, FP32)))
     assert res.verdict == "same tree, different node arithmetic"
     assert res.parameter == {"name": "accumulator", "a": "fp32", "b": "fp64"}
     assert res.witness is not None and res.witness["a"] != res.witness["b"]

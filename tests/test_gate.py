@@ -149,7 +149,7 @@ def test_record_policy_writes_new_record(capsys, baseline, pairwise, tmp_path):
     assert out.startswith("gate PASSED (policy record): different tree")
     assert f"record written to {new}" in out
     rec = json.loads(new.read_text())
-    assert rec["schema"] == "fpscope.record/1"
+    assert rec["schema"] == "fpscope.record/2"
     assert SumTree.from_json(rec["tree"]) == SumTree.pairwise(N)
     assert rec["accuracy"]["max_ulps"] > 0
     # never overwritten without --force

@@ -175,7 +175,7 @@ def test_agreement_rows(tiny):
 def test_manifest(tiny):
     res, out, _ = tiny
     man = json.loads((out / "matrix.json").read_text())
-    assert man["schema"] == "fpscope.record/1" and man["kind"] == "matrix"
+    assert man["schema"] == "fpscope.record/2" and man["kind"] == "matrix"
     assert man["suite"] == "tiny" and len(man["cells"]) == len(res.cells)
     assert set(man["trees"]) == set(res.trees)
     assert man["comparisons"] and man["environment"]["packages"]["numpy"]

@@ -5,7 +5,7 @@ import pytest
 
 from families import numpy_pairwise_sum_tree, random_tree
 from fpscope.formats import BF16, FP16, FP32, FP64, round_to_format
-from fpscope.replay import replay, replay_dot
+from fpscope.replay import replay
 from fpscope.tree import SumTree
 from fpscope.verify import DISTRIBUTIONS, random_inputs
 
@@ -60,35 +60,88 @@ def test_output_rounding_and_inputs_checked():
         replay(tree, np.zeros((2, 3)), FP32)
 
 
-def test_fma_replay_against_fractions():
+def _reference(tree, arith, A, B, b):
+    """Node by node with exact fractions: the obviously right evaluation of replay_arithmetic."""
     from fractions import Fraction
 
+    from fpscope.formats import get_format
     from fpscope.replay import _round_fraction
 
-    rng = np.random.default_rng(5)
-    n = 9
+    index = {id(nd): k for k, nd in enumerate(tree.nodes_postorder())}
+
+    def ev(node):
+        fmt = get_format(arith.node_formats[index[id(node)]])
+        total = Fraction(0)
+        for c in node:
+            if isinstance(c, tuple):
+                v = ev(c)
+                if not np.isfinite(v):
+                    return v  # an overflowed child: Inf stays Inf (no opposite Inf here)
+                total += Fraction(v)
+                continue
+            p = Fraction(A[b, c]) * Fraction(B[b, c])
+            e = arith.products[c]
+            if e == "rounded":
+                p = Fraction(_round_fraction(p, fmt))
+            elif e.startswith("rounded:"):
+                p = Fraction(_round_fraction(p, get_format(e.split(":")[1])))
+            total += p
+        return _round_fraction(total, fmt)
+
+    v = ev(tree.root)
+    return _round_fraction(Fraction(v), arith.out_format) if np.isfinite(v) else v
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replay_arithmetic_against_fractions(seed):
+    """Random binary trees, a random format per node and a random product entry per leaf:
+    replay_arithmetic equals an exact node-by-node evaluation; fp32 and fp64 factors."""
+    from fpscope.arithmetic import Arithmetic
+    from fpscope.replay import replay_arithmetic
+    from fpscope.verify import random_factors
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 14))
     tree = random_tree(n, rng)
-    A = random_inputs("wide", (50, n), FP32, rng)
-    B = random_inputs("normal", (50, n), FP32, rng)
-    got = replay_dot(tree, A, B, FP32, fma=True)
+    nodes = list(tree.nodes_postorder())
+    wide = seed % 2 == 1  # fp64 factors: fp64 nodes, at most one fused product per node
+    fin = FP64 if wide else FP32
+    fmts = ["fp64"] * len(nodes) if wide else [str(rng.choice(["fp16", "fp32", "fp64"]))
+                                               for _ in nodes]
+    entries = [None] * n
+    for nd in nodes:
+        leaves = [c for c in nd if not isinstance(c, tuple)]
+        for j, c in enumerate(leaves):
+            pick = ["rounded", "fused", "rounded:fp16"] if not wide else ["rounded", "fused"]
+            e = str(rng.choice(pick))
+            if wide and j == 1 and entries[leaves[0]] == "fused":
+                e = "rounded"
+            entries[c] = e
+    arith = Arithmetic(tuple(fmts), tuple(entries), "fp32")
+    for kind in ("normal", "cancel", "uniform") + (("wide",) if wide else ()):  # fp16: no overflow
+        A, B = random_factors(kind, (40, n), fin, rng)
+        got = replay_arithmetic(tree, arith, A=A, B=B)
+        want = np.array([_reference(tree, arith, A, B, b) for b in range(40)])
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), (kind, arith)
 
-    def ev(node, b):
-        # returns the rounded value of node; leaves are handled by their parents
-        kids = list(node)
-        leaves = sorted(c for c in kids if not isinstance(c, tuple))
-        inner = [ev(c, b) for c in kids if isinstance(c, tuple)]
-        if not inner:
-            first, second = leaves
-            s = _round_fraction(Fraction(A[b, first]) * Fraction(B[b, first]), FP32)
-            return _round_fraction(Fraction(s) + Fraction(A[b, second]) * Fraction(B[b, second]), FP32)
-        if leaves:
-            (k,) = leaves
-            return _round_fraction(Fraction(inner[0]) + Fraction(A[b, k]) * Fraction(B[b, k]), FP32)
-        return _round_fraction(Fraction(inner[0]) + Fraction(inner[1]), FP32)
 
-    want = [ev(tree.root, b) for b in range(50)]
-    assert np.array_equal(got, want)
-    assert not np.array_equal(got, replay_dot(tree, A, B, FP32, fma=False))
+def test_fused_and_rounded_products_differ():
+    from fpscope.arithmetic import Arithmetic
+    from fpscope.replay import replay_arithmetic
+    from fpscope.verify import random_factors
+
+    rng = np.random.default_rng(5)
+    tree = SumTree.sequential(64)
+    A, B = random_factors("normal", (200, 64), FP32, rng)
+    fused = Arithmetic.uniform(63, "fp32", "fp32", 64, "fused")
+    rounded = Arithmetic.uniform(63, "fp32", "fp32", 64, "rounded")
+    ya = replay_arithmetic(tree, fused, A=A, B=B)
+    yb = replay_arithmetic(tree, rounded, A=A, B=B)
+    assert (ya != yb).sum() > 50
+    assert np.array_equal(yb, replay(tree, round_to_format(A * B, FP32), FP32))
+    two = Arithmetic(tuple(["fp64"] * 63), tuple(["fused"] * 64), "fp64")
+    with pytest.raises(ValueError, match="two fused"):
+        replay_arithmetic(tree, two, A=np.full((1, 64), 1.1), B=np.full((1, 64), 1.3))
 
 
 @pytest.mark.parametrize("kind", DISTRIBUTIONS)

@@ -58,7 +58,8 @@ def test_numpy_style_100_eight_lanes_and_tail_of_four():
     assert d["family"] == "strided_lanes"
     assert (d["lanes"], d["stride"], d["tail"], d["combine"]) == (8, 8, 4, "pairwise")
     assert d["lane_length_min"] == d["lane_length_max"] == 12
-    assert d["combine_tree"] == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    assert SumTree.from_json(d["combine_tree"]).to_nested() == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    assert d["combine_tree"] == SumTree.pairwise(8).to_flat()  # flat, as every tree in JSON
     s = summarize(t)
     assert s.startswith("100 terms: 8 lanes with stride 8 over x0..x95 ")
     assert f"lanes combined pairwise {NUMPY_COMBINE}" in s
@@ -356,7 +357,7 @@ def test_index_set_is_exact(values):
 
 # -- the accumulator C ------------------------------------------------------------------------------
 def test_c_added_last():
-    t = SumTree(["C", SumTree.pairwise(8).to_json()])
+    t = SumTree(["C", SumTree.pairwise(8).to_nested()])
     d = describe(t)
     assert d["family"] == "pairwise" and d["c"]["entry"] == "last"
     assert summarize(t).endswith("; C is added last.")

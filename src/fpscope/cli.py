@@ -129,9 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="seed of pivots and random inputs")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--sweep", metavar="NAME=VALUES",
-                   help="reveal once per value and report where the tree changes; NAME is offset, "
-                   "rows (M of a matmul shape), n, threads, layout, index or dtype; VALUES is a "
-                   "comma list or start:stop:step")
+                   help="reveal once per value and report where the tree or the node arithmetic "
+                   "changes; NAME is offset, rows (M of a matmul shape), n, threads, layout, index, "
+                   "dtype or env:VARIABLE (VALUES are then strings: env:OPENBLAS_CORETYPE="
+                   "Haswell,Sandybridge); VALUES is a comma list or start:stop:step")
+    r.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
+                   help="run the op in a child process with this environment variable "
+                   "(repeatable; e.g. OPENBLAS_CORETYPE=Sandybridge); the record keeps it")
 
     v = sub.add_parser(
         "verify",
@@ -145,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("record", help="a record written by 'fpscope reveal --record'")
     v.add_argument("--samples", type=int, default=250, help="inputs per distribution (default 250)")
     v.add_argument("--seed", type=int, default=1)
+    v.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
+                   help="run the op in a child process with this environment variable "
+                   "(repeatable); replaces the record's own env")
     v.add_argument("--format", default="text", choices=["text", "json"])
 
     pb = sub.add_parser(
@@ -199,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--seed", type=int, default=0)
     pb.add_argument("--format", default="text", choices=["text", "json", "html"],
                     help="print the report as text (default), JSON or a static HTML page")
-    pb.add_argument("--record", help="also write an fpscope.record/1 record (kind 'probe': "
+    pb.add_argument("--record", help="also write an fpscope.record/2 record (kind 'probe': "
                     "report, profile, environment) to this file")
     pb.add_argument("-o", "--output", help="write the profile found (fpscope.profile/1 JSON) "
                     "to this file")
@@ -237,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(search the grid as for an unknown device)")
     ft.add_argument("--format", default="text", choices=["text", "json"])
     ft.add_argument("-o", "--output", help="write the best profile (JSON) here")
-    ft.add_argument("--record", help="also write an fpscope.record/1 record (kind 'fit': the "
+    ft.add_argument("--record", help="also write an fpscope.record/2 record (kind 'fit': the "
                     "result, the profile, the environment) to this file")
     ft.add_argument("--force", action="store_true", help="replace an existing output file")
 
@@ -263,18 +270,25 @@ def build_parser() -> argparse.ArgumentParser:
         "gate", help="re-reveal (re-probe) a baseline record's target; fail when its order changed",
         description="Regression gate: rebuild the target of BASELINE (a reveal record; a probe "
         "record is re-probed and its profile compared instead) from its "
-        "\"target\" spec, reveal its tree and node arithmetic live, measure its accuracy against "
-        "the exact result, and compare with the baseline (as 'fpscope diff'). Policies: bitwise "
-        "(default) fails unless the tree and the node arithmetic are the same; tolerant accepts "
-        "a changed tree when the live op's max error against the exact result on generated "
-        "inputs (uniform, normal, wide exponent range, cancellation-heavy; --samples each, fixed "
-        "seed) is at most --ulps ulps of its output format; record never fails and writes the "
-        "live record (--record, default BASELINE with .new.json, never replaced without "
-        "--force). Exit 0 pass, 1 gate failed, 2 bad input.",
+        "\"target\" spec, reveal its tree and node arithmetic live (node formats, how each "
+        "product enters: rounded or fused), compare them with the baseline (as 'fpscope diff'), "
+        "and run the live op on generated inputs (uniform, normal, wide exponent range, "
+        "cancellation-heavy; --samples each, fixed seed) against the baseline record's replay "
+        "on the same inputs. Policies: bitwise (default) passes only when tree and arithmetic "
+        "are the same AND every live output has the baseline replay's bits (same structure but "
+        "other bits: 'unmodelled difference'); tolerant passes when every live output is within "
+        "--units units of u*sum|terms| of the baseline replay (u = 2^-p, the unit roundoff of the "
+        "output format; the terms are the summands or the exact products of that output): a "
+        "reordering or an FMA change stays within a few units, a narrowed accumulator does not; "
+        "record never fails and writes the live record (--record, default BASELINE with "
+        ".new.json, never replaced without --force). --env NAME=VALUE runs the live op in a "
+        "child process with that environment (OPENBLAS_CORETYPE, MKL_CBWR, XLA_FLAGS, "
+        "OMP_NUM_THREADS, ...). Exit 0 pass, 1 gate failed, 2 bad input.",
         epilog="examples:\n"
         "  fpscope reveal numpy.sum --n 1024 --record base.json\n"
-        "  fpscope gate base.json                          same tree and arithmetic, or exit 1\n"
-        "  fpscope gate base.json --policy tolerant --ulps 4\n"
+        "  fpscope gate base.json                          same tree, arithmetic and bits, or exit 1\n"
+        "  fpscope gate base.json --policy tolerant --units 4\n"
+        "  fpscope gate base.json --env OPENBLAS_CORETYPE=Sandybridge\n"
         "  fpscope gate base.json --policy record          writes base.new.json\n"
         "  fpscope gate base.json --target mypkg.kernels:my_sum_v2 --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -283,9 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "probe conditions)")
     gt.add_argument("--policy", default="bitwise", choices=["bitwise", "tolerant", "record"],
                     help="bitwise (default), tolerant or record (see above)")
-    gt.add_argument("--ulps", type=float, default=1.0,
-                    help="tolerant: largest accepted max error, in ulps of the output format at "
-                    "the exact result (default 1)")
+    gt.add_argument("--units", "--ulps", dest="units", type=float, default=4.0,
+                    help="tolerant: largest accepted |live - baseline replay|, in units of "
+                    "u*sum|terms| (default 4; --ulps is the old spelling)")
+    gt.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
+                    help="run the live op in a child process with this environment variable "
+                    "(repeatable); replaces the baseline record's own env")
     gt.add_argument("--samples", type=int, default=64,
                     help="random inputs per distribution for the live replay check and the "
                     "accuracy measurement (default 64)")
@@ -374,7 +391,21 @@ def _make_target(args):
     if n is None and shape is None:
         n = 256 if args.target.split("[")[0] in _MATRIX_TARGETS else 1024
     return make_target(args.target, n=n, shape=shape, dtype=args.dtype, layout=args.layout,
-                       offset=args.offset, threads=args.threads, axis=args.axis, index=args.index)
+                       offset=args.offset, threads=args.threads, axis=args.axis, index=args.index,
+                       env=_parse_env(getattr(args, "env", None)))
+
+
+def _parse_env(items) -> dict | None:
+    """``["NAME=VALUE", ...]`` -> dict (None when no --env was given)."""
+    if not items:
+        return None
+    out = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name or not name.replace("_", "").isalnum() or name[0].isdigit():
+            raise UsageError(f"--env {item!r}: expected NAME=VALUE with NAME a variable name")
+        out[name] = value
+    return out
 
 
 def _progress(quiet: bool, n: int):
@@ -413,9 +444,11 @@ _SWEEPABLE = ("offset", "rows", "n", "threads", "layout", "index", "dtype")
 def _parse_sweep(text: str):
     name, sep, vals = text.partition("=")
     name = name.strip()
-    if not sep or name not in _SWEEPABLE:
-        raise UsageError(f"--sweep {text!r}: expected NAME=VALUES with NAME one of {', '.join(_SWEEPABLE)}")
-    if name in ("layout", "dtype"):
+    is_env = name.startswith("env:") and _parse_env([name[4:] + "=x"]) is not None
+    if not sep or (name not in _SWEEPABLE and not is_env):
+        raise UsageError(f"--sweep {text!r}: expected NAME=VALUES with NAME one of "
+                         f"{', '.join(_SWEEPABLE)} or env:VARIABLE")
+    if name in ("layout", "dtype") or is_env:
         values = [v.strip() for v in vals.split(",") if v.strip()]
     else:
         try:
@@ -454,6 +487,8 @@ def cmd_sweep(args) -> int:
             if len(shape) != 3:
                 raise UsageError("--sweep rows=... needs a matmul shape MxKxN (or --n)")
             a.shape, a.n = f"{v}x{shape[1]}x{shape[2]}", None
+        elif name.startswith("env:"):
+            a.env = list(args.env or []) + [f"{name[4:]}={v}"]
         else:
             setattr(a, name, v)
         try:
@@ -487,27 +522,39 @@ def _sweep_text(console, res, name: str, target: str) -> None:
 
     from .summary import summarize
 
-    table = Table(title=f"{escape(target)}: tree per {name}")
+    table = Table(title=f"{escape(target)}: tree and node arithmetic per {name}")
     table.add_column(name)
     table.add_column("tree")
+    table.add_column("arithmetic")
     table.add_column("note")
     for row in res.rows:
-        table.add_row(str(row["value"]), row["tree_id"] or "-", escape(row["error"] or ""))
+        table.add_row(str(row["value"]), row["tree_id"] or "-", row.get("arithmetic_id") or "-",
+                      escape(row["error"] or ""))
     console.print(table)
     for tid, tree in res.trees.items():
         console.print(f"[bold]{tid}[/bold]: {escape(summarize(tree))}", highlight=False)
+    for aid, arith in res.arithmetics.items():
+        console.print(f"[bold]{aid}[/bold]: {escape(arith.describe())}", highlight=False)
     failed = sum(1 for row in res.rows if row["error"])
     if res.changes:
-        console.print("tree changes between " + ", ".join(f"{a} -> {b}" for a, b in res.changes),
-                      highlight=False)
+        for ch in res.change_details:
+            what = []
+            if ch["tree"]:
+                what.append(f"tree {ch['tree']}")
+            if ch["arithmetic"]:
+                p = ch["arithmetic"]
+                what.append(f"arithmetic: {p['name']} {p['a']} -> {p['b']}")
+            console.print(f"changes between {ch['from']} -> {ch['to']}: {escape('; '.join(what))}",
+                          highlight=False)
     elif failed == len(res.rows):
         console.print(f"no value of {name} was revealed", highlight=False)
     elif failed:
-        console.print(f"the tree does not change with {name} among the "
+        console.print(f"the tree and the node arithmetic do not change with {name} among the "
                       f"{len(res.rows) - failed} values revealed ({failed} failed)",
                       highlight=False)
     else:
-        console.print(f"the tree does not change with {name}", highlight=False)
+        console.print(f"the tree and the node arithmetic do not change with {name}",
+                      highlight=False)
 
 
 def cmd_reveal(args) -> int:
@@ -628,17 +675,6 @@ def _checks_text(checks: dict) -> str:
     return ", ".join(out) or "none needed"
 
 
-def _node_formats_text(runs: list) -> str:
-    totals: dict[str, int] = {}
-    for name, count in runs:
-        totals[name] = totals.get(name, 0) + count
-    text = ", ".join(f"{name} in {count} node{'s' if count != 1 else ''}" for name, count in totals.items())
-    if len(runs) <= 4:
-        order = ", then ".join(f"{count} {name}" for name, count in runs)
-        text += f" (in post-order: {order})"
-    return text
-
-
 def _write_text(console, record: dict, tree, args) -> None:
     from .render import to_rich
 
@@ -648,14 +684,22 @@ def _write_text(console, record: dict, tree, args) -> None:
     console.print(f"[bold]{escape(t['name'])}[/bold]  {escape(_conditions(t))}", highlight=False)
     console.print(f"[bold green]{escape(record['summary'])}[/bold green]", highlight=False)
     console.print(to_rich(tree))
-    if acc.get("node_formats"):
-        console.print(f"accumulator: mixed: {_node_formats_text(acc['node_formats'])}", highlight=False)
-    elif acc.get("observable"):
+    if acc.get("observable"):
         more = " or more" if acc.get("at_least") else ""
         name = f" ({acc['format']})" if acc.get("format") else ""
         console.print(f"accumulator: {acc['precision_bits']} significand bits{more}{name}", highlight=False)
     else:
         console.print(f"accumulator: not observable: {acc.get('note', '')}", highlight=False)
+    ar = record.get("arithmetic")
+    if ar:
+        console.print(f"arithmetic: {escape(ar.get('described', ''))}", highlight=False)
+        ev = ar.get("evidence") or {}
+        probed = [ev[k] for k in ("node_formats_probed", "products_probed") if k in ev]
+        if probed:
+            console.print(f"  probed: {escape('; '.join(probed))}", highlight=False)
+        for key in ("products", "node_formats_note"):
+            if ev.get(key):
+                console.print(f"  [yellow]note:[/yellow] {escape(ev[key])}", highlight=False)
     m = pr["mask"]
     console.print(
         f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
@@ -669,24 +713,9 @@ def _write_text(console, record: dict, tree, args) -> None:
         state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
         console.print(f"replay ({rep['accumulator']} accumulator): "
                       f"{rep['matched']}/{rep['samples']} outputs {state}", highlight=False)
-        prod = rep.get("products")
-        if prod:
-            what = {"rounded": "rounded products", "fma": "an FMA chain"}
-            if prod["model"] is None:
-                tried = [what[m] for m in prod["matched"]]
-                if len(tried) == 2:
-                    text = f"neither {tried[0]} nor {tried[1]} reproduces them"
-                else:
-                    plural = bool(tried) and tried[0].endswith("products")
-                    text = (f"{tried[0] if tried else 'no model'} "
-                            f"{'do' if plural else 'does'} not reproduce them")
-                if prod.get("untested"):
-                    text += f" ({' and '.join(prod['untested'])} cannot be replayed for this accumulator)"
-                text += "; not modelled yet"
-            else:
-                text = {"rounded": "each product rounded, then added",
-                        "fma": "an FMA chain (each product fused into the running sum)"}[prod["model"]]
-            console.print(f"products of random A and B: {text}", highlight=False)
+        if rep.get("products"):
+            console.print("  (inputs: random factor pairs, so each product's entry is compared)",
+                          highlight=False)
     else:
         console.print("replay: skipped (--samples 0)", highlight=False)
     if record.get("accuracy"):
@@ -698,8 +727,8 @@ def _write_text(console, record: dict, tree, args) -> None:
 
 
 def cmd_verify(args) -> int:
-    from .record import load_record, record_arithmetic
-    from .targets import make_target
+    from .gate import GateError, target_from_record
+    from .record import arithmetic_of_record, load_record
     from .tree import SumTree
     from .verify import verify
 
@@ -708,28 +737,22 @@ def cmd_verify(args) -> int:
     rec = load_record(args.record)
     if rec.get("kind", "reveal") != "reveal":
         raise UsageError(f"{args.record} is a {rec.get('kind')!r} record; verify reads reveal records")
-    spec = dict(rec["target"])
-    name = spec.pop("name", None)
-    if not name:
-        raise UsageError(f"{args.record}: the target has no name")
-    root = spec.get("import_root")
-    if isinstance(root, str) and root not in sys.path:
-        sys.path.insert(0, root)  # where the record's user module was imported from
-    keys = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index")
-    kw = {k: spec[k] for k in keys if k in spec and spec[k] is not None}
-    if "shape" in kw:
-        kw["shape"] = tuple(kw["shape"])
-        kw.pop("n", None)
-    target = make_target(name, **kw)
+    env = _parse_env(args.env)
+    try:
+        target_ = target_from_record(rec, args.record, **({"env": env} if env is not None else {}))
+    except GateError as exc:
+        raise UsageError(str(exc)) from None
+    name = target_.name
+    target = target_
     try:
         tree = SumTree.from_json(rec["tree"])
         if tree.n != target.n:
             raise UsageError(f"{args.record}: the tree has {tree.n} leaves but the target has {target.n}")
-        acc_fmt, node_formats = record_arithmetic(rec, target.in_format)
+        arith = arithmetic_of_record(rec, tree.n_nodes)
         checks = (rec.get("probe") or {}).get("checks") or {}
         shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
-        rep = verify(target, tree, acc_fmt, samples=args.samples, seed=args.seed,
-                     node_formats=node_formats, first_output_only=not shared)
+        rep = verify(target, tree, target.in_format, samples=args.samples, seed=args.seed,
+                     first_output_only=not shared, arithmetic=arith)
     finally:
         target.close()
     if args.format == "json":
@@ -737,6 +760,8 @@ def cmd_verify(args) -> int:
     else:
         print(f"{name} n={tree.n}: {rep['matched']}/{rep['samples']} outputs bit-exact "
               f"({rep['accumulator']} accumulator)")
+        if arith is not None:
+            print(f"  arithmetic: {arith.describe()}")
         for kind, d in rep["by_distribution"].items():
             print(f"  {kind:8s} {d['matched']}/{d['samples']}")
         if not rep["bit_exact"]:
@@ -1000,7 +1025,8 @@ def cmd_gate(args) -> int:
     from .gate import GateError, gate
 
     try:
-        res = gate(args.baseline, target=args.target, policy=args.policy, ulps=args.ulps,
+        res = gate(args.baseline, target=args.target, policy=args.policy, units=args.units,
+                   env=_parse_env(args.env),
                    samples=args.samples, record=args.record, force=args.force)
     except GateError as exc:
         raise UsageError(str(exc)) from None

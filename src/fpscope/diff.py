@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arithmetic import Arithmetic
 from .formats import Format, encode, get_format
 from .profile import PRESETS, Profile, resolve_format
 from .tree import C_LEAF, SumTree, TreeError, leaves_of
@@ -37,18 +38,26 @@ class DiffError(ValueError):
 
 @dataclass
 class Side:
-    """One operand: a tree with its node arithmetic, or a profile."""
+    """One operand: a tree with its node arithmetic (:class:`fpscope.arithmetic.Arithmetic`:
+    every node's format, every product's entry, the output format; None for a bare tree), or a
+    profile."""
 
     label: str
     tree: SumTree | None = None
-    acc: Format | None = None
-    node_formats: list | None = None
+    arith: Arithmetic | None = None
     profile: Profile | None = None
-    out: Format | None = None  # the op's output format (a record's out_dtype); None: acc
 
     @property
     def out_format(self) -> Format | None:
-        return self.out or self.acc
+        return None if self.arith is None else self.arith.out_format
+
+    @property
+    def acc(self) -> Format | None:
+        """The narrowest node format (None for a bare tree)."""
+        if self.arith is None:
+            return None
+        fmts = self.arith.formats
+        return min(fmts, key=lambda f: f.p) if fmts else self.arith.out_format
 
     @property
     def kind(self) -> str:
@@ -93,7 +102,10 @@ class DiffResult:
                                  if k in shown)
                 shown = f"{prods or 'every product zero'}, c = {shown.get('c')}{scales}"
             elif isinstance(shown, dict):
-                shown = ", ".join(f"{k} = {v}" for k, v in shown.items())
+                shown = ", ".join(
+                    f"{k} = {' '.join(v[:8]) + f' ... ({len(v)} values; --format json has all)'}"
+                    if isinstance(v, list) and len(v) > 8 else f"{k} = {v}"
+                    for k, v in shown.items())
             lines.append(f"witness ({w['how']}): {shown}")
             lines.append(f"  gives A {w['a']}, B {w['b']}")
         lines.extend(self.notes)
@@ -129,7 +141,8 @@ def load_side(spec: str) -> Side:
     except json.JSONDecodeError as exc:
         raise DiffError(f"{spec} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     try:
-        if isinstance(obj, list):
+        if isinstance(obj, list) or (isinstance(obj, dict) and "schema" not in obj
+                                     and "nodes" in obj):  # bare tree: nested or flat
             return Side(spec, tree=SumTree.from_json(obj))
         if isinstance(obj, dict) and obj.get("schema", "").startswith("fpscope.profile"):
             return Side(spec, profile=Profile.from_dict(obj))
@@ -149,17 +162,17 @@ def side_from_record(rec: dict, label: str) -> Side:
         fpscope.tree.TreeError: a malformed tree.
         fpscope.record.RecordError, ValueError: a bad "accumulator" entry or dtype name.
     """
-    from .record import record_arithmetic
+    from .record import arithmetic_of_record
 
     if rec.get("kind", "reveal") != "reveal":
         raise DiffError(f"{label} is a {rec.get('kind')!r} record; diff reads reveal records "
                         f"and profiles")
     tree = SumTree.from_json(rec["tree"])
-    target = rec["target"]
-    acc, nodes = record_arithmetic(rec, get_format(target.get("dtype", "fp32")))
-    out = target.get("out_dtype") or target.get("dtype")
-    return Side(label, tree=tree, acc=acc, node_formats=nodes,
-                out=get_format(out) if out else None)
+    arith = arithmetic_of_record(rec, tree.n_nodes)
+    if arith is not None and len(arith.node_formats) != tree.n_nodes:
+        raise DiffError(f"{label}: the arithmetic has {len(arith.node_formats)} node formats "
+                        f"for a tree of {tree.n_nodes} nodes")
+    return Side(label, tree=tree, arith=arith)
 
 
 # -- trees ---------------------------------------------------------------------------------------
@@ -249,11 +262,18 @@ def _hex(values, fmt: Format) -> list[str]:
     return [f"0x{int(w):0{width}x}" for w in encode(np.asarray(values, dtype=np.float64), fmt)]
 
 
-def _replay(side: Side, X) -> np.ndarray:
-    from .replay import replay
+def _replay(side: Side, X=None, A=None, B=None) -> np.ndarray:
+    from .replay import replay, replay_arithmetic
 
-    C = np.zeros(len(X)) if side.tree.has_c else None
-    return replay(side.tree, X, side.acc, side.out_format, C=C, node_formats=side.node_formats)
+    if side.tree.has_c:
+        C = np.zeros(len(X))
+        fmts = side.arith.formats
+        uniform = side.arith.uniform_format is not None
+        return replay(side.tree, X, side.acc, side.out_format, C=C,
+                      node_formats=None if uniform else fmts)
+    if X is not None and side.arith.products is not None:  # summands as products x * 1
+        A, B, X = X, np.ones_like(X), None
+    return replay_arithmetic(side.tree, side.arith, X=X, A=A, B=B)
 
 
 def _tree_witness(a: Side, b: Side, pair) -> dict | None:
@@ -277,19 +297,34 @@ def _tree_witness(a: Side, b: Side, pair) -> dict | None:
             "b": f"{_hex([yb], b.out_format)[0]} ({float(yb)!r})"}
 
 
-def _random_witness(a: Side, b: Side, seed: int, tries: int = 64) -> dict | None:
-    rng = np.random.default_rng(seed)
-    acc = min((a.acc, b.acc), key=lambda f: f.p)
-    from .formats import round_to_format
+def _random_witness(a: Side, b: Side, seed: int, tries: int = 16) -> dict | None:
+    """A random input on which the two replays give other bits: summands (plain sums) or factor
+    pairs (ops with products), over the verify distributions."""
+    from .verify import DISTRIBUTIONS, random_factors, random_inputs
 
+    rng = np.random.default_rng(seed)
+    fin = min((a.acc, b.acc), key=lambda f: f.p)
+    products = a.arith.products is not None and b.arith.products is not None
+    if products:
+        fin = min((a.arith.formats + b.arith.formats), key=lambda f: f.p)
+        fin = get_format("fp16") if fin.p < 11 else fin
+    n = a.tree.n
     for t in range(tries):
-        scale = np.ldexp(1.0, rng.integers(-20, 21, size=(256, a.tree.n)) // (1 + t % 4))
-        X = round_to_format(rng.standard_normal((256, a.tree.n)) * scale, acc)
-        ya, yb = _replay(a, X), _replay(b, X)
-        diff = np.flatnonzero(ya.view(np.int64) != yb.view(np.int64))
+        kind = DISTRIBUTIONS[t % len(DISTRIBUTIONS)]
+        if products:
+            A, B = random_factors(kind, (256, n), fin, rng)
+            ya, yb = _replay(a, A=A, B=B), _replay(b, A=A, B=B)
+        else:
+            X = random_inputs(kind, (256, n), fin, rng)
+            ya, yb = _replay(a, X), _replay(b, X)
+        diff = np.flatnonzero((ya.view(np.int64) != yb.view(np.int64))
+                              & ~(np.isnan(ya) & np.isnan(yb)))
         if diff.size:
             r = diff[0]
-            return {"how": "random input; checked by replay", "input": _hex(X[r], acc),
+            shown = ({"a": _hex(A[r], fin), "b": _hex(B[r], fin)} if products
+                     else _hex(X[r], fin))
+            return {"how": f"random {'factor pairs' if products else 'input'} ({kind}); "
+                           f"checked by replay", "input": shown,
                     "a": f"{_hex([ya[r]], a.out_format)[0]} ({float(ya[r])!r})",
                     "b": f"{_hex([yb[r]], b.out_format)[0]} ({float(yb[r])!r})"}
     return None
@@ -302,22 +337,19 @@ def diff_trees(a: Side, b: Side, seed: int = 0) -> DiffResult:
         note = f"A has {a.tree.n} leaves{ca}, B {b.tree.n}{cb}: no common input"
         return DiffResult("tree", "different tree", False, notes=[note])
     if a.tree == b.tree:
-        if a.acc is None or b.acc is None:
+        if a.arith is None or b.arith is None:
             return DiffResult("tree", "identical", True,
                               notes=["node arithmetic not compared (a bare tree has none)"])
-        names_a = [f.name for f in a.node_formats] if a.node_formats else None
-        names_b = [f.name for f in b.node_formats] if b.node_formats else None
-        if a.acc.name == b.acc.name and names_a == names_b:
+        param = a.arith.first_difference(b.arith)
+        if param is None:
             return DiffResult("tree", "identical", True)
-        if a.acc.name != b.acc.name and not (names_a or names_b):
-            param = {"name": "accumulator", "a": a.acc.name, "b": b.acc.name}
-        else:
-            na = names_a or [a.acc.name] * a.tree.n_nodes
-            nb = names_b or [b.acc.name] * b.tree.n_nodes
-            k = next(k for k in range(len(na)) if na[k] != nb[k])
-            param = {"name": f"node {k} format (post-order)", "a": na[k], "b": nb[k]}
-        return DiffResult("tree", "same tree, different node arithmetic", False,
-                          parameter=param, witness=_random_witness(a, b, seed))
+        res = DiffResult("tree", "same tree, different node arithmetic", False,
+                         parameter=param, witness=_random_witness(a, b, seed))
+        res.notes.append(f"A: {a.arith.describe()}")
+        res.notes.append(f"B: {b.arith.describe()}")
+        if res.witness is None:
+            res.notes.append("no random input found whose output bits differ")
+        return res
     salts = np.random.default_rng(12345).integers(0, 2**63, size=a.tree.n + 1, dtype=np.int64)
     ia, ib = _Index(a.tree, salts), _Index(b.tree, salts)
     na, nb = _smallest_unshared(ia, ib), _smallest_unshared(ib, ia)

@@ -1,16 +1,20 @@
 """Regression gates: re-reveal a baseline record's target live and compare (``fpscope gate``).
 
 A baseline is a reveal record (``fpscope reveal --record``). The gate rebuilds its target from
-the record's ``"target"`` spec (as ``fpscope verify`` does; another target name may be given),
-reveals the live tree and node arithmetic with the baseline's probe seed, measures the live op's
-accuracy against the exact result (:mod:`fpscope.accuracy`) and compares the two with
-:func:`fpscope.diff.diff_trees`. Policies:
+the record's ``"target"`` spec (as ``fpscope verify`` does; another target name, or another
+environment with ``env``, may be given), reveals the live tree and node arithmetic with the
+baseline's probe seed and compares the two with :func:`fpscope.diff.diff_trees`; then it runs
+the live op on generated inputs of every distribution (uniform, normal, wide exponents,
+cancellation; factor pairs for ops with products) and compares its output bits with the
+baseline record's replay on the same inputs (:func:`fpscope.verify.compare_live`). Policies:
 
-* ``bitwise``: pass only when the tree and the node arithmetic are the same (and the live tree
-  replays bit for bit);
-* ``tolerant``: pass when they are the same, or else when the live op's max error against the
-  exact result on the generated inputs is at most ``ulps`` ulps of its output format (no output
-  Inf or NaN);
+* ``bitwise``: pass only when the tree and the whole node arithmetic are the same AND every live
+  output equals the baseline's replay bit for bit. Same structure but other bits fails as an
+  "unmodelled difference" (the op changed in something no record models), with a witness;
+* ``tolerant``: pass when every live output is within ``units`` units of u * sum|terms| of the
+  baseline's replay on the same inputs (u = 2^-p, the unit roundoff of the output format, the
+  terms the summands or exact products): a reordering or an FMA change moves a result by a few
+  units, a narrowed accumulator by orders of magnitude (fpscope NUMERICS.md section 4);
 * ``record``: always pass; the live record is written (by default next to the baseline, named
   ``<stem>.new.json``).
 """
@@ -35,7 +39,7 @@ __all__ = ["POLICIES", "GateError", "GateResult", "default_record_path", "gate",
 POLICIES = ("bitwise", "tolerant", "record")
 
 #: the probe conditions of a record's "target" spec that make_target takes
-_CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index")
+_CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index", "env")
 
 
 class GateError(ValueError):
@@ -124,11 +128,13 @@ class GateResult:
         policy: "bitwise", "tolerant" or "record".
         passed: the gate's verdict (exit code 0 when True, 1 when False).
         reason: one line: why it passed or failed.
-        diff: the comparison of baseline (A) and live (B).
+        diff: the structural comparison of baseline (A) and live (B): tree and node arithmetic.
+        bits: the live op's outputs against the baseline's replay on the same generated inputs
+            (:func:`fpscope.verify.compare_live`), or None (probe records).
         accuracy: the live op's accuracy (:func:`fpscope.accuracy.measure_accuracy`; a
             ``{"skipped": reason}`` dict when it could not be measured).
         baseline_accuracy: the baseline record's "accuracy" object, or None (older records).
-        ulps: the tolerance of the tolerant policy, in ulps of the output format.
+        units: the budget of the tolerant policy, in units of u * sum|terms|.
         record_path: where the live record was written, or None.
     """
 
@@ -138,17 +144,19 @@ class GateResult:
     baseline: str
     target: str
     diff: DiffResult
+    bits: dict | None = None
     accuracy: dict | None = None
     baseline_accuracy: dict | None = None
-    ulps: float | None = None
+    units: float | None = None
     record_path: str | None = None
     notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"verdict": "pass" if self.passed else "fail", "passed": self.passed,
                 "policy": self.policy, "reason": self.reason, "baseline": self.baseline,
-                "target": self.target, "ulps": self.ulps, "diff": self.diff.to_dict(),
-                "accuracy": self.accuracy, "baseline_accuracy": self.baseline_accuracy,
+                "target": self.target, "units": self.units, "diff": self.diff.to_dict(),
+                "bits": self.bits, "accuracy": self.accuracy,
+                "baseline_accuracy": self.baseline_accuracy,
                 "record": self.record_path, "notes": self.notes}
 
     def to_text(self) -> str:
@@ -157,6 +165,13 @@ class GateResult:
                  f"A = baseline {self.baseline}; B = live {self.target}"]
         if not self.diff.same:  # the diff without its verdict line (the reason holds it)
             lines.extend(self.diff.to_text().splitlines()[1:])
+        if self.bits is not None:
+            lines.append("live bits vs baseline replay: " + _bits_text(self.bits))
+            m = self.bits.get("first_mismatch")
+            if m:
+                lines.append(f"  witness ({m['distribution']}): baseline replay {m['baseline']}, "
+                             f"live {m['live']} ({_g(m['units'])} units); --format json has "
+                             f"the inputs")
         lines.append("accuracy (live): " + _acc_text(self.accuracy))
         if self.baseline_accuracy is not None:
             lines.append("accuracy (baseline): " + _acc_text(self.baseline_accuracy))
@@ -164,6 +179,13 @@ class GateResult:
         if self.record_path:
             lines.append(f"record written to {self.record_path}")
         return "\n".join(lines)
+
+
+def _bits_text(bits: dict) -> str:
+    parts = ", ".join(f"{k} {v['matched']}/{v['samples']}"
+                      for k, v in bits["by_distribution"].items())
+    return (f"{bits['matched']}/{bits['samples']} outputs bit-identical ({parts}); largest "
+            f"difference {_g(bits['max_units'])} units of {bits['unit']}")
 
 
 def _acc_text(acc: dict | None) -> str:
@@ -201,24 +223,27 @@ def gate(
     baseline,
     target: str | None = None,
     policy: str = "bitwise",
-    ulps: float = 1.0,
+    units: float = 4.0,
     samples: int = DEFAULT_SAMPLES,
     record: str | Path | None = None,
     force: bool = False,
+    env: dict | None = None,
 ) -> GateResult:
     """Re-reveal the baseline's target live and judge it under ``policy`` (module docstring).
 
     Args:
-        baseline: path of a reveal record.
+        baseline: path of a reveal record (or a probe record: see ``fpscope gate --help``).
         target: target name replacing the record's (same probe conditions).
         policy: "bitwise", "tolerant" or "record".
-        ulps: tolerance of "tolerant": the largest accepted max error, in ulps of the output
-            format at the exact result (>= 0).
-        samples: random inputs per distribution (4 distributions) for the live tree's replay
-            check and the accuracy measurement (>= 1).
+        units: budget of "tolerant": the largest accepted |live - baseline replay|, in units
+            of u * sum|terms| (u = 2^-p of the output format; >= 0).
+        samples: generated inputs per distribution (4 distributions) for the live bits, the
+            live tree's replay check and the accuracy measurement (>= 1).
         record: where to write the live record (default for "record": next to the baseline,
             see :func:`default_record_path`; other policies write only when given).
         force: replace an existing record file.
+        env: environment variables for the live op, run in a child process
+            (:class:`fpscope.targets.isolated.ChildTarget`); replaces the record's own "env".
 
     Returns:
         :class:`GateResult`.
@@ -229,10 +254,13 @@ def gate(
         fpscope.reveal.RevealError: the live op failed a reveal check (nondeterminism, ...).
         fpscope.targets.base.TargetError: the target cannot be rebuilt or the op failed.
     """
+    from .reveal import RevealError
+    from .verify import compare_live
+
     if policy not in POLICIES:
         raise GateError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
-    if not ulps >= 0:
-        raise GateError(f"--ulps must be 0 or more, got {ulps}")
+    if not units >= 0:
+        raise GateError(f"--units must be 0 or more, got {units}")
     if samples < 1:
         raise GateError(f"--samples must be at least 1, got {samples}")
     rec = _load_baseline(baseline)
@@ -242,6 +270,9 @@ def gate(
         base = side_from_record(rec, str(baseline))
     except (DiffError, RecordError, TreeError, ValueError) as exc:
         raise GateError(f"{baseline}: {str(exc).splitlines()[0]}") from None
+    if base.arith is None:
+        raise GateError(f"{baseline}: the record names no accumulator format, so there is no "
+                        f"arithmetic to replay")
     out = Path(record) if record is not None else (
         default_record_path(baseline) if policy == "record" else None)
     if out is not None and out.exists() and not force:
@@ -250,35 +281,65 @@ def gate(
         raise GateError(f"cannot write {out}: folder {out.parent} does not exist")
     seed = (rec.get("probe") or {}).get("seed", 0)
     seed = seed if isinstance(seed, int) else 0
-    live_target = target_from_record(rec, str(baseline), name=target)
+    checks = (rec.get("probe") or {}).get("checks") or {}
+    shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
+    overrides = {"env": env} if env is not None else {}
+    live_target = target_from_record(rec, str(baseline), name=target, **overrides)
     try:
         if live_target.n != base.tree.n:
             raise GateError(f"{baseline}: the tree has {base.tree.n} leaves but the target has "
                             f"{live_target.n}")
-        live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples)
+        try:
+            live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples)
+        except RevealError as exc:  # no live tree: the bits still decide (and say why)
+            live_rec, failure = None, exc
+        bits = compare_live(live_target, base.tree, base.arith, samples=samples, seed=seed + 1,
+                            first_output_only=not shared)
     finally:
         live_target.close()
-    live = side_from_record(live_rec, "live")
-    d = diff_trees(base, live, seed=seed)
-    acc = live_rec.get("accuracy")
     notes = []
+    if live_rec is None:
+        d = DiffResult("tree", f"the live op could not be revealed ({failure.kind}: "
+                       f"{str(failure).splitlines()[0]})", False)
+        acc, failure = None, None
+        if out is not None:
+            notes.append("note: no live record written (the live op could not be revealed)")
+            out = None
+    else:
+        d = diff_trees(base, side_from_record(live_rec, "live"), seed=seed)
+        acc = live_rec.get("accuracy")
     if failure is not None:
         notes.append(f"note: the live tree does not replay bit for bit: {failure}")
+    differ = bits["samples"] - bits["matched"]
     if policy == "bitwise":
-        passed = d.same and failure is None
-        reason = d.verdict if failure is None else f"{d.verdict}; live replay mismatch"
+        passed = d.same and bits["bit_exact"]
+        if d.same and not bits["bit_exact"]:
+            reason = (f"unmodelled difference: tree and node arithmetic are the same, but the "
+                      f"live op differs from the baseline's replay on {differ} of "
+                      f"{bits['samples']} generated inputs")
+        elif not d.same:
+            reason = (f"{d.verdict}; live bits differ from the baseline's replay on {differ} of "
+                      f"{bits['samples']} generated inputs")
+        else:
+            reason = (f"{d.verdict}; {bits['samples']} generated inputs give the baseline's "
+                      f"bits")
     elif policy == "tolerant":
-        passed, reason = _tolerant(d, acc, ulps)
+        passed = bits["max_units"] <= units
+        rel = "<=" if passed else ">"
+        reason = (f"{d.verdict}; largest difference from the baseline's replay "
+                  f"{_g(bits['max_units'])} units {rel} budget {units:g} units (of u * sum|terms|)")
     else:
-        passed, reason = True, f"{d.verdict}; live record written"
+        passed = True
+        reason = f"{d.verdict}; " + ("live record written" if live_rec is not None
+                                     else "no live record to write")
     written = None
     if out is not None:
         write_record(live_rec, out, overwrite=force)
         written = str(out)
     return GateResult(policy=policy, passed=passed, reason=reason, baseline=str(baseline),
-                      target=live_rec["target"].get("name", "?"), diff=d, accuracy=acc,
-                      baseline_accuracy=rec.get("accuracy"),
-                      ulps=float(ulps) if policy == "tolerant" else None,
+                      target=live_target.name, diff=d, bits=bits,
+                      accuracy=acc, baseline_accuracy=rec.get("accuracy"),
+                      units=float(units) if policy == "tolerant" else None,
                       record_path=written, notes=notes)
 
 
@@ -349,18 +410,3 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
         written = str(out)
     return GateResult(policy=policy, passed=passed, reason=reason, baseline=baseline,
                       target=spec, diff=d, record_path=written, notes=notes)
-
-
-def _tolerant(d: DiffResult, acc: dict | None, ulps: float) -> tuple[bool, str]:
-    if d.same:
-        return True, d.verdict
-    if not acc or acc.get("skipped") or acc.get("max_ulps") is None:
-        why = (acc or {}).get("skipped", "no finite output")
-        return False, f"{d.verdict}; accuracy not measured ({why})"
-    if acc.get("nonfinite"):
-        return False, (f"{d.verdict}; {acc['nonfinite']} outputs Inf or NaN (infinite error) "
-                       f"> budget {ulps:g} ulps")
-    m = acc["max_ulps"]
-    if m <= ulps:
-        return True, f"{d.verdict}, but max error {m:.4g} ulps <= budget {ulps:g} ulps"
-    return False, f"{d.verdict}; max error {m:.4g} ulps > budget {ulps:g} ulps"

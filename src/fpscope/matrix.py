@@ -3,7 +3,7 @@
 A *suite* is a list of :class:`Block` s; a block is the product of one operation ("sum", "dot" or
 "matmul") with dtypes, sizes, memory layouts and thread counts. Each combination, on each library
 that is available (numpy always; torch and jax when they import), is one :class:`Cell`: one
-reveal (:func:`fpscope.reveal.reveal`), written as one reveal record (``fpscope.record/1``) into
+reveal (:func:`fpscope.reveal.reveal`), written as one reveal record (``fpscope.record/2``) into
 ``DIR/cells/``. Cells whose trees are identical share a *tree id* ("A", "B", ...), so the matrix
 shows at a glance where numpy's own loops, OpenBLAS (``numpy.dot`` / ``numpy.matmul``), torch and
 XLA (jax) sum in the same order and where they do not. Cells that differ in one condition only
@@ -340,7 +340,7 @@ class MatrixResult:
         return [c for c in self.cells if c.tree_id == tree_id]
 
     def to_record(self) -> dict:
-        """The manifest: a ``fpscope.record/1`` record of kind "matrix" (cells, trees by id,
+        """The manifest: a ``fpscope.record/2`` record of kind "matrix" (cells, trees by id,
         comparisons without the nested sub-trees, whose text forms stay, and the environment)."""
         from .record import new_record
 
@@ -589,11 +589,9 @@ def _pairs(cells: list, dim: str) -> list:
 
 def _side(cr: CellResult):
     from .diff import Side
-    from .formats import get_format
-    from .record import record_arithmetic
+    from .record import arithmetic_of_record
 
-    acc, nodes = record_arithmetic(cr.record, get_format(cr.cell.dtype))
-    return Side(f"#{cr.index}", tree=cr.tree, acc=acc, node_formats=nodes)
+    return Side(f"#{cr.index}", tree=cr.tree, arith=arithmetic_of_record(cr.record, cr.tree.n_nodes))
 
 
 def compare_cells(cells: Sequence[CellResult], max_pairs: int = 400) -> list:

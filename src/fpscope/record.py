@@ -1,9 +1,12 @@
-"""Records: the JSON evidence fpscope writes (schema ``fpscope.record/1``, fpscope DESIGN.md).
+"""Records: the JSON evidence fpscope writes (schema ``fpscope.record/2``, fpscope DESIGN.md).
 
-A record is plain JSON: ``{"schema": "fpscope.record/1", "kind": ..., "target": {...}, "tree": ...,
+A record is plain JSON: ``{"schema": "fpscope.record/2", "kind": ..., "target": {...}, "tree": ...,
 "summary": "...", "probe": {...}, "environment": {...}, "validation": {...}}``, and optionally
 ``"accuracy": {...}`` (max and mean error in ulps against the exact sum, :mod:`fpscope.accuracy`;
-older records lack it and still load). Loading parses
+older records lack it and still load). The tree is in the flat form ``{"leaves": n, "nodes":
+[...]}`` (:meth:`fpscope.tree.SumTree.to_flat`), which any JSON parser reads at any depth;
+``fpscope.record/1`` records, whose trees are nested arrays, still load (read their trees with
+:meth:`fpscope.tree.SumTree.from_json`, which takes both forms). Loading parses
 JSON only (no pickle, no code), checks the schema and the required keys, and refuses unknown
 schema versions. Writing is atomic (a temporary file in the same folder, then a rename) and never
 replaces an existing file unless asked.
@@ -17,7 +20,8 @@ import os
 import tempfile
 from pathlib import Path
 
-SCHEMA = "fpscope.record/1"
+SCHEMA = "fpscope.record/2"
+SCHEMAS = ("fpscope.record/1", SCHEMA)  # the versions load_record reads (/1: nested trees)
 _REQUIRED = {"reveal": ("target", "tree", "probe")}
 
 
@@ -44,8 +48,8 @@ _TREE_SLOT = "\u0000fpscope-tree\u0000"
 
 def dumps(record: dict) -> str:
     """Indented JSON, except the tree, which is written compactly on one line (a tree of 16384
-    leaves would otherwise take 49,000 lines). Nesting of any depth (a sequential tree of n
-    leaves is n - 1 levels deep) is written without recursion."""
+    leaves would otherwise take 49,000 lines). Nesting of any depth (a nested /1 tree of n
+    sequential leaves is n - 1 levels deep) is written without recursion."""
     if "tree" not in record:
         return json_text(record, indent=2) + "\n"
     body = dict(record, tree=_TREE_SLOT)
@@ -246,6 +250,9 @@ def reveal_record(target, res, seed: int, environment: dict, **parts) -> dict:
         tree=res.tree.to_json(),
         summary=summarize(res.tree),
         accumulator=res.accumulator,
+        **({"arithmetic": {**res.arithmetic.to_json(), "described": res.arithmetic.describe(),
+                           "evidence": res.arithmetic_evidence}}
+           if getattr(res, "arithmetic", None) is not None else {}),
         probe={
             "algorithm": res.algorithm,
             "mask": res.mask.to_json(),
@@ -272,7 +279,8 @@ def probe_record(report: dict, spec: str, environment: dict) -> dict:
 
 
 def load_record(path) -> dict:
-    """Read and validate a record.
+    """Read and validate a record (schema ``fpscope.record/2``, or /1 whose tree is nested; read
+    the tree with :meth:`fpscope.tree.SumTree.from_json`, which takes both forms).
 
     Raises:
         RecordError: unreadable file, invalid JSON, not an object, unknown or missing schema,
@@ -299,8 +307,9 @@ def validate_record(rec, where: str = "record") -> dict:
     schema = rec.get("schema")
     if schema is None:
         raise RecordError(f"{where} has no \"schema\" key; not an fpscope record")
-    if schema != SCHEMA:
-        raise RecordError(f"{where} has schema {schema!r}; this fpscope reads {SCHEMA!r}")
+    if schema not in SCHEMAS:
+        raise RecordError(f"{where} has schema {schema!r}; this fpscope reads "
+                          f"{' and '.join(map(repr, SCHEMAS))}")
     kind = rec.get("kind", "reveal")
     missing = [k for k in _REQUIRED.get(kind, ()) if k not in rec]
     if missing:
@@ -312,7 +321,7 @@ def validate_record(rec, where: str = "record") -> dict:
         for key in ("checks", "mask"):
             if key in rec["probe"] and not isinstance(rec["probe"][key], dict):
                 raise RecordError(f"{where}: \"probe.{key}\" must be an object")
-        for key in ("accumulator", "validation", "environment", "accuracy"):
+        for key in ("accumulator", "arithmetic", "validation", "environment", "accuracy"):
             if key in rec and not isinstance(rec[key], dict):
                 raise RecordError(f"{where}: \"{key}\" must be an object")
         shape = rec["target"].get("shape")
@@ -322,23 +331,55 @@ def validate_record(rec, where: str = "record") -> dict:
 
 
 def record_arithmetic(rec: dict, default_format):
-    """(accumulator Format, per-node Formats or None) of a reveal record's "accumulator" object;
-    ``default_format`` when the record names no format.
+    """(accumulator Format, per-node Formats or None) of a reveal record: the narrowest node
+    format and every node's format where they differ; ``default_format`` when the record names
+    no format.
 
     Raises:
-        RecordError: the "accumulator" entry is not an object, or names an unknown format.
+        RecordError: a malformed "arithmetic" or "accumulator" entry, or an unknown format.
     """
     from .formats import get_format
-    from .probes.accumulator import expand_run_lengths
 
-    acc = rec.get("accumulator") or {}
-    if not isinstance(acc, dict):
-        raise RecordError('the record\'s "accumulator" must be an object')
+    arith = arithmetic_of_record(rec, 1)
+    if arith is None or not arith.node_formats:
+        return default_format, None
+    fmts = arith.formats
+    if arith.uniform_format is not None:
+        return fmts[0], None
+    return min(fmts, key=lambda f: f.p), fmts
+
+
+def arithmetic_of_record(rec: dict, nodes: int | None):
+    """The :class:`fpscope.arithmetic.Arithmetic` of a reveal record: its "arithmetic" entry
+    (schema /2), or else the /1 "accumulator" entry (one format, or run-length node formats;
+    products not modelled). None when the record has neither (or a /1 record names no format and
+    ``nodes`` is None).
+
+    Args:
+        rec: a validated reveal record.
+        nodes: the tree's number of internal nodes (for a /1 record with one format).
+
+    Raises:
+        RecordError: a malformed entry or an unknown format name.
+    """
+    from .arithmetic import Arithmetic, expand_run_lengths
+
+    target = rec.get("target") or {}
+    out = target.get("out_dtype") or target.get("dtype") or "fp32"
     try:
+        if rec.get("arithmetic") is not None:
+            return Arithmetic.from_json(rec["arithmetic"])
+        acc = rec.get("accumulator") or {}
+        if not isinstance(acc, dict):
+            raise RecordError('the record\'s "accumulator" must be an object')
         runs = acc.get("node_formats")
         if runs:
-            fmts = [get_format(f) for f in expand_run_lengths(runs)]
-            return min(fmts, key=lambda f: f.p), fmts
-        return (get_format(acc["format"]) if acc.get("format") else default_format), None
+            return Arithmetic(tuple(expand_run_lengths(runs)), None, out)
+        name = acc.get("format") or target.get("dtype")
+        if not name or nodes is None:
+            return None
+        return Arithmetic.uniform(nodes, name, out)
     except (ValueError, TypeError) as exc:
-        raise RecordError(f"bad \"accumulator\" entry: {exc}") from None
+        if isinstance(exc, RecordError):
+            raise
+        raise RecordError(f"bad \"arithmetic\" entry: {str(exc).splitlines()[0]}") from None

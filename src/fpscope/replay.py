@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .formats import Format, round_to_format, sum_round_to_odd
+from .formats import Format, get_format, round_to_format, sum_round_to_odd
 from .tree import C_LEAF, SumTree
 
 
@@ -169,55 +169,155 @@ def _add_round(x: np.ndarray, y: np.ndarray, fmt: Format) -> np.ndarray:
     return round_to_format(sum_round_to_odd(x, y), fmt)
 
 
-def replay_dot(tree: SumTree, A, B, acc: Format, out: Format | None = None, fma: bool = False) -> np.ndarray:
-    """Evaluate ``tree`` over the products A[:, k] * B[:, k] (a dot product per row).
+def two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, lo) with hi = fl(a * b) and hi + lo = a * b exactly (Dekker's product with
+    Veltkamp's split; factors above 2^995 are scaled by 2^-64 first so the split cannot
+    overflow). Exact while the product is finite and lo does not underflow (|a * b| above about
+    2^-969); lo is 0 where hi is not finite."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    big_a, big_b = np.abs(a) > 2.0**995, np.abs(b) > 2.0**995
+    a_s = np.where(big_a, a * 2.0**-64, a)
+    b_s = np.where(big_b, b * 2.0**-64, b)
+    k = np.ldexp(1.0, 64 * (big_a.astype(np.int64) + big_b.astype(np.int64)))
+    hs = a_s * b_s
+    split = 134217729.0  # 2^27 + 1
+    ca, cb = split * a_s, split * b_s
+    ah = ca - (ca - a_s)
+    bh = cb - (cb - b_s)
+    al, bl = a_s - ah, b_s - bh
+    ls = ((ah * bh - hs) + ah * bl + al * bh) + al * bl
+    hi = a * b
+    lo = np.where(np.isfinite(hi) & np.isfinite(ls), ls * k, 0.0)
+    return hi, lo
+
+
+def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hi = x + y
+    bp = hi - x
+    return hi, (x - (hi - bp)) + (y - bp)
+
+
+def replay_arithmetic(tree: SumTree, arith, X=None, A=None, B=None) -> np.ndarray:
+    """Evaluate ``tree`` with the node arithmetic ``arith`` (:class:`fpscope.arithmetic.Arithmetic`).
 
     Args:
-        tree: summation tree over n leaves (no "C").
-        A, B: (batch, n) float64 factors, exactly representable in a format of at most 26 bits
-            of precision (fp32, tf32, fp16, bf16), so each product is exact in float64.
-        acc: accumulator format (at most 51 bits when ``fma``).
-        out: output format (default acc).
-        fma: False: every product is rounded to ``acc``, then added as in :func:`replay`.
-            True: a binary node with a leaf child computes fl(s + a*b) with one rounding (an FMA);
-            a node of two leaves rounds the lower-index product first, then fuses the other (the
-            first step of an FMA loop that starts from 0).
+        tree: n leaves, no "C".
+        arith: one format per internal node (post-order), the product entry of every leaf (or
+            None for a plain sum) and the output format.
+        X: (B, n) float64 summands, for ``arith.products is None``; exactly representable in
+            every node format they enter.
+        A, B: (B, n) float64 factors, for ``arith.products`` given. Leaf i's term is A[:, i] *
+            B[:, i], entering as its product entry says (rounded to its node's format, fused with
+            one rounding, exact, or rounded to another format). Factors of up to 26 significand
+            bits have exact float64 products; float64 factors use an exact two-term product, and
+            a fused float64 node is evaluated as Boldo and Melquiond's emulated FMA (RN(th +
+            RO(tl + pl)); "Emulation of FMA and correctly rounded sums", IEEE TC 2008).
+
+    Every binary node returns the correctly rounded (RNE) sum of its two children; fused k-term
+    nodes (k > 2) are modelled only for plain sums with one format (exact sum, one rounding, as
+    :func:`replay`). The root's value is rounded to the output format.
 
     Returns:
-        (batch,) float64 outputs.
+        (B,) float64 outputs.
 
     Raises:
-        ValueError: shapes differ, or ``fma`` with a fused k-term node or an fp64 accumulator.
+        ValueError: shapes that do not fit, a tree with "C", products with a fused k-term node,
+            or two fused float64 products in one node (no FMA adds two products).
     """
+    if tree.has_c:
+        raise ValueError('replay_arithmetic does not take the accumulator leaf "C"')
+    fmts = arith.formats
+    out = arith.out_format
+    if arith.products is None:
+        if X is None:
+            raise ValueError("a plain sum needs summands X")
+        uni = arith.uniform_format
+        if uni is not None or not fmts:
+            acc = fmts[0] if fmts else out
+            return replay(tree, X, acc, out)
+        return replay(tree, X, min(fmts, key=lambda f: f.p), out, node_formats=fmts)
+    if A is None or B is None:
+        raise ValueError("an op with products needs factors A and B")
     A = np.atleast_2d(np.asarray(A, dtype=np.float64))
     B = np.atleast_2d(np.asarray(B, dtype=np.float64))
-    if A.shape != B.shape or A.shape[1] != tree.n:
-        raise ValueError(f"factors must both have shape (batch, {tree.n}); got {A.shape}, {B.shape}")
-    prod = A * B
-    if not fma:
-        return replay(tree, round_to_format(prod, acc), acc, out)
-    if acc.p > 51:
-        raise ValueError("FMA replay needs an accumulator of at most 51 bits")
-    nodes, heights = _levels(tree)
-    if any(len(k) > 2 for k in nodes):
-        raise ValueError("FMA replay supports binary trees only")
     n = tree.n
-    Vnode = np.zeros((len(nodes), A.shape[0]), dtype=np.float64)
+    if A.shape != B.shape or A.shape[1] != n:
+        raise ValueError(f"factors must both have shape (batch, {n}); got {A.shape}, {B.shape}")
+    if len(arith.products) != n:
+        raise ValueError(f"{len(arith.products)} product entries for {n} leaves")
+    nodes, heights = _levels(tree)
+    if len(fmts) != len(nodes):
+        raise ValueError(f"{len(fmts)} node formats for {len(nodes)} nodes")
+    if any(len(k) > 2 for k in nodes):
+        raise ValueError("product entries are modelled for binary trees only")
     with np.errstate(all="ignore"):
-        for i in np.argsort(np.asarray(heights), kind="stable"):
-            a, b = nodes[i]
-            if a < n and b < n:  # two leaves: round the first product, fuse the second
-                first, second = (a, b) if a < b else (b, a)
-                Vnode[i] = _add_round(round_to_format(prod[:, first], acc), prod[:, second], acc)
-            elif a < n or b < n:
-                leaf, other = (a, b) if a < n else (b, a)
-                Vnode[i] = _add_round(Vnode[other - n - 1], prod[:, leaf], acc)
-            else:
-                Vnode[i] = _add_round(Vnode[a - n - 1], Vnode[b - n - 1], acc)
-    res = Vnode[-1] if nodes else round_to_format(prod[:, 0], acc)
-    if out is not None and out != acc:
-        res = round_to_format(res, out)
-    return res
+        hi, lo = two_product(A, B)
+        wide = bool(np.any(lo != 0))
+        terms = hi.T.copy()  # (n, batch)
+        tlo = lo.T.copy() if wide else None
+        if not nodes:  # one leaf: its product, rounded to the output
+            v = round_to_format(sum_round_to_odd(hi[:, 0], lo[:, 0]), out)
+            return v
+        parent = _leaf_parents(tree, nodes)
+        for i, e in enumerate(arith.products):
+            f = fmts[parent[i]]
+            if e in ("exact", "fused"):
+                continue
+            target = f if e in ("rounded", None) else get_format(e.split(":", 1)[1])
+            if target.p >= 53:  # hi is already fl64(a * b)
+                if tlo is not None:
+                    tlo[i] = 0.0
+                continue
+            terms[i] = round_to_format(sum_round_to_odd(terms[i], tlo[i]) if tlo is not None
+                                       else terms[i], target)
+            if tlo is not None:
+                tlo[i] = 0.0
+        V = np.zeros((n + 1 + len(nodes), A.shape[0]), dtype=np.float64)
+        V[:n] = terms
+        L = None
+        if tlo is not None and np.any(tlo != 0):
+            L = np.zeros_like(V)
+            L[:n] = tlo
+        names = np.asarray([f.name for f in fmts])
+        by_name = {f.name: f for f in fmts}
+        order = np.argsort(np.asarray(heights), kind="stable")
+        hs = np.asarray(heights)[order]
+        for chunk in np.split(order, np.flatnonzero(np.diff(hs)) + 1):
+            for name in np.unique(names[chunk]):
+                idx = chunk[names[chunk] == name]
+                kids = np.asarray([nodes[i] for i in idx])
+                a, b = V[kids[:, 0]], V[kids[:, 1]]
+                fmt = by_name[str(name)]
+                if L is not None:
+                    la, lb = L[kids[:, 0]], L[kids[:, 1]]
+                    both = (la != 0) & (lb != 0)
+                    if both.any():
+                        raise ValueError("two fused float64 products meet in one node (no FMA "
+                                         "adds two products)")
+                    extra = la + lb
+                    if fmt.p >= 53:
+                        th, tl = _two_sum(a, b)
+                        V[idx + n + 1] = th + sum_round_to_odd(tl, extra)
+                    elif np.any(extra != 0):
+                        raise ValueError(f"a fused float64 product in a {fmt.name} node is not "
+                                         f"modelled")
+                    else:
+                        V[idx + n + 1] = _add_round(a, b, fmt)
+                else:
+                    V[idx + n + 1] = a + b if fmt.p >= 53 else _add_round(a, b, fmt)
+        return round_to_format(V[-1], out)
+
+
+def _leaf_parents(tree: SumTree, nodes: list) -> np.ndarray:
+    """For every leaf 0..n-1, the post-order index of the node it is a child of (``nodes`` as
+    :func:`_levels` numbers them: leaves 0..n-1, "C" n, nodes from n + 1)."""
+    parent = np.zeros(tree.n, dtype=np.int64)
+    for k, kids in enumerate(nodes):
+        for c in kids:
+            if c < tree.n:
+                parent[c] = k
+    return parent
 
 
 def _replay_mixed(tree: SumTree, X, acc: Format, out, C, node_formats: list) -> np.ndarray:

@@ -313,7 +313,7 @@ def _section_cells(result: MatrixResult) -> str:
         '<p class="help">Every reveal of the suite, in suite order. &ldquo;same tree as&rdquo; '
         'names the first cell with an identical tree. The summary describes the revealed order in '
         'plain words; the accumulator is the precision of the additions, measured separately. '
-        'Each record is a <code>fpscope.record/1</code> file (<code>fpscope verify</code> '
+        'Each record is a <code>fpscope.record/2</code> file (<code>fpscope verify</code> '
         'replays it).</p>'
         '<div class="tablewrap"><table class="cells"><thead><tr><th class="num">#</th>'
         '<th>target</th><th>dtype</th><th>n / M&times;K&times;N</th><th>layout</th>'

@@ -677,7 +677,7 @@ def _classify_combine(lane_tree: SumTree) -> str:
 def _combine_info(lane_tree: SumTree, depth: int = 0) -> dict:
     """Classify the tree that adds the k lane sums (leaves = lane numbers 0..k-1).
 
-    Returns ``combine`` (see :func:`_classify_combine`), ``combine_tree`` (nested lists),
+    Returns ``combine`` (see :func:`_classify_combine`), ``combine_tree`` (flat JSON form),
     ``combine_text`` (infix text, k <= 256 only), ``combine_depth``, and for "two_stage"
     ``combine_stages`` = {"kind": "interleaved" | "contiguous", "groups": g, "group_size": b,
     "group": <info of one group's tree over 0..b-1>, "outer": <info of the tree over the g group
@@ -873,7 +873,10 @@ def _combine_short(d: dict) -> str:
 
 
 def _tree_text(nested, names: list) -> str:
-    """Infix text of a nested-list tree over 0..k-1 with leaf i printed as names[i]."""
+    """Infix text of a tree over 0..k-1 (flat JSON form, or nested lists) with leaf i printed as
+    names[i]."""
+    if isinstance(nested, dict):
+        nested = SumTree.from_flat(nested).to_nested()
     parts: dict[int, str] = {}
     if not isinstance(nested, list):
         return str(names[nested])

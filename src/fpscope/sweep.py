@@ -3,7 +3,8 @@
 Field cases it answers (fpscope shared/cases): the order of OpenBLAS's AVX-512 sum depended on
 the input's address modulo 64 bytes (C4); torch's CPU matmul uses different K-orders for 1 and 2
 rows (C5). A sweep reveals the tree for each value of one condition (byte offset, number of
-rows, thread count, n, ...), groups equal trees and lists the values where the tree changes.
+rows, thread count, n, an environment variable ...), groups equal trees and equal node
+arithmetics, and lists the values where either changes and what changed.
 """
 
 from __future__ import annotations
@@ -18,23 +19,44 @@ from .tree import SumTree
 
 @dataclass
 class SweepResult:
-    """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error), error.
-    ``trees``: tree_id -> SumTree; ``changes``: (previous value, value) pairs where the tree id
-    changes from one value to the next."""
+    """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error),
+    arithmetic_id ("a1", "a2", ...: the node arithmetic, :class:`fpscope.arithmetic.Arithmetic`),
+    error. ``trees``: tree_id -> SumTree; ``arithmetics``: arithmetic_id -> Arithmetic;
+    ``changes``: (previous value, value) pairs where the tree or the arithmetic changes from one
+    revealed value to the next; ``change_details``: what changed at each."""
 
     parameter: str
     rows: list = field(default_factory=list)
     trees: dict = field(default_factory=dict)
+    arithmetics: dict = field(default_factory=dict)
 
-    @property
-    def changes(self) -> list:
-        out, prev = [], None
+    def _pairs(self):
+        prev = None
         for row in self.rows:
             if row["tree_id"] is None:
                 continue
-            if prev is not None and prev["tree_id"] != row["tree_id"]:
-                out.append((prev["value"], row["value"]))
+            if prev is not None and (prev["tree_id"], prev.get("arithmetic_id")) != (
+                    row["tree_id"], row.get("arithmetic_id")):
+                yield prev, row
             prev = row
+
+    @property
+    def changes(self) -> list:
+        return [(a["value"], b["value"]) for a, b in self._pairs()]
+
+    @property
+    def change_details(self) -> list:
+        """One dict per change: ``from``, ``to`` (values), ``tree`` (e.g. "A -> B", or None when
+        the tree stays), ``arithmetic`` (the first differing item, as
+        :meth:`fpscope.arithmetic.Arithmetic.first_difference`, or None)."""
+        out = []
+        for a, b in self._pairs():
+            tree = None if a["tree_id"] == b["tree_id"] else f"{a['tree_id']} -> {b['tree_id']}"
+            arith = None
+            ia, ib = a.get("arithmetic_id"), b.get("arithmetic_id")
+            if ia != ib and ia in self.arithmetics and ib in self.arithmetics:
+                arith = self.arithmetics[ia].first_difference(self.arithmetics[ib])
+            out.append({"from": a["value"], "to": b["value"], "tree": tree, "arithmetic": arith})
         return out
 
     def to_json(self) -> dict:
@@ -42,7 +64,10 @@ class SweepResult:
             "parameter": self.parameter,
             "rows": self.rows,
             "trees": {k: t.to_json() for k, t in self.trees.items()},
+            "arithmetics": {k: {**a.to_json(), "described": a.describe()}
+                            for k, a in self.arithmetics.items()},
             "changes": [list(c) for c in self.changes],
+            "change_details": self.change_details,
         }
 
 
@@ -62,7 +87,8 @@ def sweep(
     progress: Callable[[object], None] | None = None,
     **reveal_kwargs,
 ) -> SweepResult:
-    """Reveal ``build(value)`` for every value; equal trees share an id.
+    """Reveal ``build(value)`` for every value; equal trees share an id, and so do equal node
+    arithmetics (node formats, product entries, output format).
 
     Args:
         parameter: name of the swept condition (for the report).
@@ -79,6 +105,7 @@ def sweep(
     """
     res = SweepResult(parameter)
     ids: dict[SumTree, str] = {}
+    arith_ids: dict = {}
     for v in values:
         if progress:
             progress(v)
@@ -101,6 +128,12 @@ def sweep(
                 tid = ids[r.tree] = _tree_id(len(ids))
                 res.trees[tid] = r.tree
             row["tree_id"] = tid
+            if r.arithmetic is not None:
+                aid = arith_ids.get(r.arithmetic)
+                if aid is None:
+                    aid = arith_ids[r.arithmetic] = f"a{len(arith_ids) + 1}"
+                    res.arithmetics[aid] = r.arithmetic
+                row["arithmetic_id"] = aid
             row["probes"] = r.stats.probes
         finally:
             target.close()

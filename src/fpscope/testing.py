@@ -119,12 +119,15 @@ def assert_same_order(target_name: str | None, baseline, *, seed: int | None = N
     res = _reveal(target, 0 if seed is None else seed)
     if res.tree == base.tree:
         return res.tree
-    from .formats import get_format
+    from .arithmetic import Arithmetic
 
-    acc = get_format(res.accumulator["format"]) if res.accumulator.get("format") else target.in_format
-    live = Side("live", tree=res.tree, acc=acc)
-    if base.acc is None:  # a bare tree: replay it with the live accumulator for the witness
-        base = Side(base.label, tree=base.tree, acc=acc)
+    live = Side("live", tree=res.tree, arith=res.arithmetic)
+    if base.arith is None and res.arithmetic is not None:
+        # a bare tree: replay it with the live op's uniform accumulator for the witness
+        fmt = res.arithmetic.formats[0].name if res.arithmetic.node_formats else res.arithmetic.out
+        base = Side(base.label, tree=base.tree, arith=Arithmetic.uniform(
+            base.tree.n_nodes, fmt, res.arithmetic.out, base.tree.n,
+            None if res.arithmetic.products is None else "rounded"))
     d = diff_trees(base, live)
     raise AssertionError(f"{name}: the summation order differs from {label} (A = baseline, "
                          f"B = live)\n{d.to_text()}")

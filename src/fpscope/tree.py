@@ -5,11 +5,15 @@ tree whose leaves are the input positions 0..n-1 and whose internal nodes are ad
 k > 2 children is one fused k-term addition (matrix units). The accumulator input of a matrix op,
 where probed, is the extra leaf ``"C"``.
 
-Canonical JSON (fpscope DESIGN.md): nested arrays; a leaf is its integer index (or "C"), an
-internal node is the array of its children. ``[[0, 1], [2, 3]]`` is (x0+x1)+(x2+x3). Floating-point
-addition is commutative, so the order of children inside a node carries no information; the
-canonical form sorts children by their smallest leaf ("C" first), and equality compares canonical
-forms.
+Canonical JSON (fpscope DESIGN.md, schema fpscope.record/2): flat, so that any JSON parser reads
+trees of any depth: ``{"leaves": n, "nodes": [[child, ...], ...]}``; a child id below n is that
+input index, an id k >= n is ``nodes[k - n]``, the last node is the root, and "C" is the
+accumulator leaf. ``{"leaves": 4, "nodes": [[0, 1], [2, 3], [4, 5]]}`` is (x0+x1)+(x2+x3). The
+nested form (a leaf is its index or "C", an internal node the array of its children:
+``[[0, 1], [2, 3]]``) is the human-facing text form and schema /1's; :meth:`SumTree.from_json`
+reads both. Floating-point addition is commutative, so the order of children inside a node
+carries no information; the canonical form sorts children by their smallest leaf ("C" first),
+flat nodes are listed in post-order of the canonical tree, and equality compares canonical forms.
 """
 
 from __future__ import annotations
@@ -142,17 +146,136 @@ class SumTree:
 
     @classmethod
     def from_json(cls, obj) -> "SumTree":
-        """Build from the canonical JSON value (already parsed) or a JSON string."""
+        """Build from a JSON value (already parsed) or a JSON string of either form: a dict is
+        the flat form (:meth:`from_flat`), a list or an int the nested form (schema /1).
+
+        Raises:
+            TreeError: invalid JSON or a malformed tree.
+        """
         if isinstance(obj, str):
+            from .record import json_loads
+
             try:
-                obj = json.loads(obj)
+                obj = json_loads(obj)
             except json.JSONDecodeError as exc:
                 raise TreeError(f"tree is not valid JSON: {exc}") from None
+        if isinstance(obj, dict):
+            return cls.from_flat(obj)
         return cls(obj)
 
-    def to_json(self):
-        """The canonical JSON value: nested lists of ints (and "C")."""
+    @classmethod
+    def from_flat(cls, obj) -> "SumTree":
+        """Build from the flat JSON form ``{"leaves": n, "nodes": [[child, ...], ...]}`` (see the
+        module docstring); the order of the nodes and of the children is free.
+
+        Raises:
+            TreeError: (one line) not such a dict, a child id out of range or referring to a
+                later node, a leaf or node used twice, an unused leaf or node (other than the
+                root, the last node), a node of fewer than two children.
+        """
+        if not isinstance(obj, dict) or "leaves" not in obj or "nodes" not in obj:
+            raise TreeError('a flat tree is an object {"leaves": n, "nodes": [...]}')
+        n, nodes = obj["leaves"], obj["nodes"]
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise TreeError(f'"leaves" must be an integer >= 1, not {n!r}')
+        if not isinstance(nodes, list):
+            raise TreeError('"nodes" must be a list of nodes (lists of child ids)')
+        n = int(n)
+        if not nodes:
+            if n != 1:
+                raise TreeError(f"a tree of {n} leaves needs nodes")
+            return cls.from_canonical(0, 1)
+        m = len(nodes)
+        leaf_used = bytearray(n)
+        node_used = bytearray(m)
+        built: list = [None] * m
+        keys = [0] * m
+        has_c = False
+        for k, kids in enumerate(nodes):
+            if kids.__class__ is not list or len(kids) < 2:
+                what = f"{len(kids)} child(ren)" if isinstance(kids, list) else repr(kids)[:40]
+                raise TreeError(f"node {n + k} must list at least two children, not {what}")
+            parts = []
+            for c in kids:
+                if c.__class__ is not int:  # "C", numpy integers, or junk
+                    if isinstance(c, str):
+                        if c != C_LEAF:
+                            raise TreeError(f'node {n + k}: child {c!r} is not an id or "C"')
+                        if has_c:
+                            raise TreeError('leaf "C" appears more than once')
+                        has_c = True
+                        parts.append((-1, C_LEAF))
+                        continue
+                    if isinstance(c, bool) or not isinstance(c, (int, np.integer)):
+                        raise TreeError(f'node {n + k}: child {c!r} is not an id or "C"')
+                    c = int(c)
+                if 0 <= c < n:
+                    if leaf_used[c]:
+                        raise TreeError(f"leaf {c} appears more than once")
+                    leaf_used[c] = 1
+                    parts.append((c, c))
+                elif n <= c < n + k:
+                    j = c - n
+                    if node_used[j]:
+                        raise TreeError(f"node {c} is used more than once")
+                    node_used[j] = 1
+                    parts.append((keys[j], built[j]))
+                elif n + k <= c < n + m:
+                    raise TreeError(f"node {n + k} refers to node {c}, which is not listed before it")
+                else:
+                    raise TreeError(f"node {n + k}: child id {c} out of range 0..{n + m - 1}")
+            if len(parts) == 2:
+                a, b = parts
+                if a[0] > b[0]:
+                    a, b = b, a
+                built[k] = (a[1], b[1])
+                keys[k] = a[0]
+            else:
+                parts.sort(key=_first)
+                built[k] = tuple([p[1] for p in parts])
+                keys[k] = parts[0][0]
+        if not all(leaf_used):
+            missing = [i for i in range(n) if not leaf_used[i]][:5]
+            raise TreeError(f"leaves must be 0..n-1 each used once; missing {missing}")
+        node_used[m - 1] = 1
+        if not all(node_used):
+            unused = [n + j for j in range(m) if not node_used[j]][:5]
+            raise TreeError(f"node(s) {unused} are not used (only the root, the last node, may be)")
+        t = cls.from_canonical(built[-1], n)
+        t.has_c = has_c
+        return t
+
+    def to_flat(self) -> dict:
+        """The flat JSON form ``{"leaves": n, "nodes": [[child, ...], ...]}``: nodes in
+        post-order of the canonical tree, so equal trees give identical values."""
+        n = self.n
+        nodes: list = []
+        if self.root.__class__ is tuple:
+            # post-order with children left to right (as nodes_postorder): the reverse of the
+            # pre-order that visits children right to left
+            order, stack = [], [self.root]
+            pop, push, visit = stack.pop, stack.append, order.append
+            while stack:
+                cur = pop()
+                visit(cur)
+                for c in cur:
+                    if c.__class__ is tuple:
+                        push(c)
+            order.reverse()
+            ids: dict[int, int] = {}
+            for i, nd in enumerate(order, n):
+                ids[id(nd)] = i
+                nodes.append([ids[id(c)] if c.__class__ is tuple else c for c in nd])
+        return {"leaves": n, "nodes": nodes}
+
+    def to_nested(self):
+        """The nested JSON form: nested lists of ints (and "C"); the form of schema /1 and of
+        texts for humans."""
         return _to_lists(self.root)
+
+    def to_json(self):
+        """The canonical JSON value: the flat form (:meth:`to_flat`)."""
+        return self.to_flat()
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"))
@@ -287,6 +410,10 @@ class SumTree:
         if len(text) > 70:
             text = text[:67] + "..."
         return f"SumTree(n={self.n}, {text})"
+
+
+def _first(pair):
+    return pair[0]
 
 
 def _to_tuples(x):

@@ -86,7 +86,7 @@ def detect_accumulator(target: Target, tree: SumTree, evaluate=None) -> dict:
 _CANDIDATES = ("bf16", "fp16", "fp32", "fp64")
 
 
-def detect_node_formats(target: Target, tree: SumTree, evaluate=None) -> list:
+def detect_node_formats(target: Target, tree: SumTree, evaluate=None, nodes=None) -> list:
     """The accumulator format of every internal node of a binary ``tree`` (post-order).
 
     For each node v below the root, leaves i and j from two children of v and k from a sibling
@@ -95,8 +95,10 @@ def detect_node_formats(target: Target, tree: SumTree, evaluate=None) -> list:
     precision p in one of the intervals (.., 8], (8, 11], (11, 24], (24, 53]; the node gets the
     format at the top of its interval. The root has no sibling: it gets None (the caller decides).
 
+    ``evaluate`` is as in :func:`detect_accumulator`; ``nodes`` (post-order indices) limits the
+    probe to those nodes (the others get None).
+
     Returns:
-        (``evaluate`` as in :func:`detect_accumulator`.)
         list with one format name (or None for the root, or ">fp64" when even t = 53 survived,
         or ">NAME" when the input format cannot probe further) per internal node, post-order.
 
@@ -105,6 +107,7 @@ def detect_node_formats(target: Target, tree: SumTree, evaluate=None) -> list:
     """
     from ..formats import get_format
 
+    wanted = None if nodes is None else set(int(k) for k in nodes)
     nodes = list(tree.nodes_postorder())
     if any(len(nd) > 2 for nd in nodes):
         raise ValueError("per-node formats are defined for binary trees only")
@@ -120,7 +123,7 @@ def detect_node_formats(target: Target, tree: SumTree, evaluate=None) -> list:
     dt = fin.numpy_dtype()
     for idx, nd in enumerate(nodes):
         par = parent.get(id(nd))
-        if par is None:
+        if par is None or (wanted is not None and idx not in wanted):
             continue
         i = tree.leaves(nd[0])[0]
         j = tree.leaves(nd[1])[0]
@@ -142,19 +145,3 @@ def detect_node_formats(target: Target, tree: SumTree, evaluate=None) -> list:
     for idx, count in survived.items():
         result[idx] = cands[count] if count < len(cands) else (">" + cands[-1])
     return result
-
-
-def run_lengths(names: list) -> list:
-    """[["fp32", 480], ["fp64", 19]]: a compact, JSON-able form of a per-node list."""
-    out: list = []
-    for name in names:
-        if out and out[-1][0] == name:
-            out[-1][1] += 1
-        else:
-            out.append([name, 1])
-    return out
-
-
-def expand_run_lengths(runs: list) -> list:
-    """Inverse of :func:`run_lengths`."""
-    return [name for name, count in runs for _ in range(int(count))]

@@ -4,8 +4,9 @@ replay, and returns a :class:`RevealResult`.
 Order: units and absorption (:mod:`fpscope.reveal.checks`); FPRev with packed probes where the
 target allows (:mod:`fpscope.reveal.staged`), falling back to one probe a row at a node with
 three or more children; the checks of the tree; for matrix ops whose outputs do not share one
-K-order, the tree of output (0, 0) alone; the accumulator format
-(:mod:`fpscope.probes.accumulator`); the bitwise replay (:mod:`fpscope.verify`).
+K-order, the tree of output (0, 0) alone; the accumulator precision
+(:mod:`fpscope.probes.accumulator`); the node arithmetic, every node's format and every product's
+entry (:mod:`fpscope.reveal.arithmetic`), confirmed by the bitwise replay (:mod:`fpscope.verify`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..arithmetic import Arithmetic
 from ..masks import Mask, choose_mask
 from ..targets.base import Target
 from ..tree import SumTree
@@ -44,7 +46,8 @@ class RevealStats:
 
 @dataclass
 class RevealResult:
-    """What :func:`reveal` found: the tree, the mask, stats, accumulator and replay report."""
+    """What :func:`reveal` found: the tree, the mask, stats, the accumulator probe, the node
+    arithmetic (node formats, product entries) and the replay report."""
 
     tree: SumTree
     mask: Mask
@@ -52,6 +55,8 @@ class RevealResult:
     algorithm: str
     accumulator: dict = field(default_factory=dict)
     replay: dict | None = None
+    arithmetic: "Arithmetic | None" = None  # node formats and product entries (fpscope.arithmetic)
+    arithmetic_evidence: dict = field(default_factory=dict)
 
 
 def reveal(
@@ -94,7 +99,7 @@ def reveal(
     """
     from ..formats import get_format
     from ..probes.accumulator import detect_accumulator
-    from ..verify import verify
+    from .arithmetic import measure_arithmetic, rows_evaluator
 
     t0 = time.perf_counter()
     calls0 = target.calls
@@ -130,7 +135,7 @@ def reveal(
     stats.probes = probes
     stats.seconds = time.perf_counter() - t0
     shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
-    acc = detect_accumulator(target, tree, evaluate=_rows_evaluator(target) if shared else None)
+    acc = detect_accumulator(target, tree, evaluate=rows_evaluator(target) if shared else None)
     result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
     if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
         raise RevealError(
@@ -138,15 +143,9 @@ def reveal(
             f"the op accumulates in {acc['format']}, where the mask M = {mask.M!r} does not absorb "
             f"{n - 2} units of {mask.u!r}; the tree cannot be trusted",
         )
-    if replay_samples > 0:
-        acc_fmt = get_format(acc["format"]) if acc.get("format") else target.in_format
-        rep = verify(target, tree, acc_fmt, samples=replay_samples, seed=seed,
-                     first_output_only=not shared)
-        if not rep["bit_exact"] and not target.is_matrix and tree.max_fan_in() == 2 and n > 2:
-            mixed = _mixed_precision(target, tree, acc_fmt, replay_samples, seed)
-            if mixed is not None:
-                rep, acc["node_formats"] = mixed
-                acc["mixed"] = True
+    arith, evidence, rep = measure_arithmetic(target, tree, acc, shared, replay_samples, seed)
+    result.arithmetic, result.arithmetic_evidence = arith, evidence
+    if rep is not None:
         result.replay = rep
         if tree.max_fan_in() > 2:
             # fused k-term nodes of matrix units align and truncate (NUMERICS.md section 2);
@@ -157,31 +156,15 @@ def reveal(
         elif not rep["bit_exact"]:
             err = RevealError(
                 "replay",
-                f"the revealed tree, replayed with a {acc_fmt.name} accumulator, matches the op on "
-                f"only {rep['matched']} of {rep['samples']} random inputs: the op is not a fixed "
-                f"tree of rounded additions (compensated or exact summation, data-dependent "
-                f"order, or an unmodelled product rounding)",
+                f"the revealed tree, replayed with its measured node arithmetic "
+                f"({arith.describe()}), matches the op on only {rep['matched']} of "
+                f"{rep['samples']} random inputs: the op is not a fixed tree of rounded "
+                f"additions (compensated or exact summation, data-dependent order, or an "
+                f"arithmetic the probes did not see)",
             )
             err.result = result  # the tree and the failed replay, kept as evidence
             raise err
     return result
-
-
-def _rows_evaluator(target: Target):
-    """For matrix ops whose outputs share one K-order: evaluate many probe vectors per call, one
-    per row of A (B = ones), instead of one call per vector."""
-    if not (target.is_matrix and target.max_rows > 1):
-        return None
-
-    def evaluate(X):
-        X = target.as_storage(np.asarray(X))
-        ones = np.ones((target.n, 1), dtype=X.dtype)
-        return np.concatenate([
-            np.asarray(target.evaluate_outer(X[s : s + target.max_rows], ones))[:, 0]
-            for s in range(0, len(X), target.max_rows)
-        ])
-
-    return evaluate
 
 
 def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats) -> SumTree:
@@ -212,34 +195,3 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
     if prober.mode != "single":
         stats.checks["shared_k_order_outputs"] = check_shared_order(prober, tree, 4, rng)
     return tree
-
-
-def _mixed_precision(target: Target, tree: SumTree, acc_fmt, samples: int, seed: int):
-    """Per-node accumulator formats (e.g. OpenBLAS sdot: a float32 vector body and a float64
-    scalar tail); returns (replay report, run-length node formats) when they replay bit-exactly."""
-    from ..formats import get_format
-    from ..probes.accumulator import detect_node_formats, run_lengths
-    from ..verify import verify
-
-    names = detect_node_formats(target, tree)
-    if any(nm is not None and nm.startswith(">") for nm in names):
-        return None
-    nodes = list(tree.nodes_postorder())
-    index = {id(nd): i for i, nd in enumerate(nodes)}
-    root = nodes[-1]
-    child_fmts = [names[index[id(c)]] for c in root if isinstance(c, tuple)]
-    options = []
-    for cand in [max(child_fmts, key=lambda f: get_format(f).p) if child_fmts else None,
-                 min(child_fmts, key=lambda f: get_format(f).p) if child_fmts else None,
-                 acc_fmt.name, "fp64"]:
-        if cand is not None and cand not in options:
-            options.append(cand)
-    for root_fmt in options:
-        full = names[:-1] + [root_fmt]
-        fmts = [get_format(f) for f in full]
-        base = min(fmts, key=lambda f: f.p)
-        rep = verify(target, tree, base, samples=samples, seed=seed, node_formats=fmts)
-        if rep["bit_exact"]:
-            rep["accumulator"] = "mixed"
-            return rep, run_lengths(full)
-    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Mapping
 
 from ._options import conditions, refuse
 from .base import Target, TargetError
@@ -71,6 +72,7 @@ def make_target(
     axis: int | None = None,
     index: int | None = None,
     device: str | None = None,
+    env: dict[str, str | None] | None = None,
 ) -> Target:
     """Build the target ``name`` under the given probe conditions.
 
@@ -99,15 +101,29 @@ def make_target(
         index: probed output: of ``numpy.add.reduce`` (default 0) and of ``numpy.cumsum``
             (default the last; the tree then has index + 1 leaves).
         device: "cpu" (default) or "cuda" for torch targets; "cpu" for jax.
+        env: environment variables for the operation, e.g. ``{"OPENBLAS_CORETYPE": "Haswell"}``
+            or ``{"OPENBLAS_CORETYPE": "Sandybridge"}`` (OpenBLAS kernels), ``{"MKL_CBWR":
+            "AVX2"}``, ``{"XLA_FLAGS": "..."}``, ``{"OMP_NUM_THREADS": "1"}``; a value of None
+            removes the variable. Libraries read these when they load, so a non-empty env
+            builds the target in a child Python process started with ``os.environ`` updated by
+            it and returns a :class:`~fpscope.targets.isolated.ChildTarget` (same name and
+            conditions; its ``spec()`` adds ``"env"``). None or {}: the target runs in this
+            process.
 
     Returns:
         A :class:`Target`; call ``close()`` (or use it in a ``with`` block) when done.
 
     Raises:
         TargetError: unknown name, unsupported dtype or layout, a missing optional library
-            (torch, jax), bad or inconsistent sizes, an option the target does not take, or a
-            callable that cannot be loaded. The message is one line.
+            (torch, jax), bad or inconsistent sizes, an option the target does not take, a
+            callable that cannot be loaded, a bad ``env`` (not a mapping of variable names to
+            strings) or a child process that failed. The message is one line.
     """
+    if env is not None and not (isinstance(env, Mapping) and len(env) == 0):
+        from .isolated import ChildTarget
+
+        return ChildTarget(name, env, n=n, shape=shape, dtype=dtype, layout=layout, offset=offset,
+                           threads=threads, axis=axis, index=index, device=device)
     if not isinstance(name, str) or not name.strip():
         raise TargetError(f"target name must be a non-empty string, got {name!r}")
     if dtype is None:
