@@ -283,9 +283,14 @@ def test_c5_torch_matmul_rows_sweep():
                 lambda m: make_target("torch.matmul", shape=(m, 300, 300), threads=1),
                 replay_samples=4)
     assert all(r["error"] is None for r in res.rows), res.rows
-    ids = [r["tree_id"] for r in res.rows]
+    ids = [(r["tree_id"], r["arithmetic_id"]) for r in res.rows]
     assert res.changes == [(rows[i], rows[i + 1]) for i in range(len(rows) - 1)
                            if ids[i] != ids[i + 1]]
+    trees = [r["tree_id"] for r in res.rows]
+    for ch in res.change_details:  # each change says what changed: the tree, the arithmetic
+        i = rows.index(ch["from"])
+        assert (ch["tree"] is not None) == (trees[i] != trees[i + 1])
+        assert ch["tree"] is not None or ch["arithmetic"] is not None
     if not res.changes:
         pytest.skip("this machine's torch takes one K-order for every M (case C5 not seen)")
     # a tree, once left, does not come back (M picks a kernel by thresholds), and one of the

@@ -372,7 +372,7 @@ def test_sweep_offset_numpy_sum(capsys):
     tokens = out.split()
     for v in (0, 16, 32, 48):
         assert str(v) in tokens
-    assert "does not change" in text
+    assert "the tree and the node arithmetic do not change with offset" in text
     assert "->" not in text
 
 
@@ -399,13 +399,13 @@ def test_sweep_rows_torch_matmul(capsys):
                        "rows=1,2,4", "--samples", "4")
     assert rc == 0, err
     text = flat(out)
-    trees = re.findall(r"│ (\d+) +│ ([A-Z]) +│", out)
-    assert [m for m, _ in trees] == ["1", "2", "4"], out
-    changes = [f"{a} -> {b}" for (a, x), (b, y) in zip(trees, trees[1:]) if x != y]
-    if changes:
-        assert "tree changes between " + ", ".join(changes) in text
-    else:
-        assert "the tree does not change with rows" in text
+    rows = re.findall(r"│ (\d+) +│ ([A-Z]) +│ (a\d+) +│", out)
+    assert [m for m, _, _ in rows] == ["1", "2", "4"], out
+    changes = [(a, b, x != y) for (a, x, p), (b, y, q) in zip(rows, rows[1:]) if (x, p) != (y, q)]
+    for a, b, tree in changes:
+        assert f"changes between {a} -> {b}: " + ("tree " if tree else "arithmetic: ") in text
+    if not changes:
+        assert "the tree and the node arithmetic do not change with rows" in text
 
 
 @pytest.mark.parametrize("extra, made", [

@@ -235,6 +235,11 @@ def _same_as(result: MatrixResult) -> dict:
 
 
 def _acc_text(rec: dict | None) -> str:
+    """The node arithmetic in words (node formats, product entries); /1 records: the
+    accumulator."""
+    ar = (rec or {}).get("arithmetic") or {}
+    if isinstance(ar, dict) and ar.get("described"):
+        return str(ar["described"])
     acc = (rec or {}).get("accumulator") or {}
     if acc.get("node_formats"):
         return "mixed: " + ", ".join(f"{c} {f}" for f, c in acc["node_formats"])
@@ -318,7 +323,7 @@ def _section_cells(result: MatrixResult) -> str:
         '<div class="tablewrap"><table class="cells"><thead><tr><th class="num">#</th>'
         '<th>target</th><th>dtype</th><th>n / M&times;K&times;N</th><th>layout</th>'
         '<th class="num">threads</th><th>tree</th><th>same tree as</th><th>summary</th>'
-        '<th>accumulator</th><th class="num">s</th><th>file</th></tr></thead>'
+        '<th>node arithmetic</th><th class="num">s</th><th>file</th></tr></thead>'
         f'<tbody>{"".join(rows)}</tbody></table></div></section>')
 
 
