@@ -108,15 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--n", type=int, help="number of summands (matrix ops: N x N x N); default 1024, "
                    "matrix ops 256")
     r.add_argument("--shape", help="operand shape: MxKxN for matmul, RxC for an axis reduction, KxN "
-                   "for x @ A, MxK for A @ x")
+                   "for x @ A, MxK for A @ x, RxC or RxCxD for a whole-array sum")
     r.add_argument("--dtype", help="fp64, fp32, fp16 or bf16 (default fp32; emulate.matmul[P]: "
                    "the preset's input format)")
-    r.add_argument("--layout", default="C", choices=["C", "F", "strided"], help="memory layout")
+    r.add_argument("--layout", default="C", choices=["C", "F", "strided", "T"],
+                   help="memory layout (T: a transposed C array)")
     r.add_argument("--offset", type=int, default=0, help="byte offset of the input buffer from a "
                    "64-byte boundary (default 0)")
     r.add_argument("--threads", type=int, help="thread count (BLAS, torch)")
     r.add_argument("--axis", type=int, help="reduction axis of a 2-D input")
     r.add_argument("--index", type=int, help="output index (axis reductions, scans)")
+    r.add_argument("--batched", action="store_true",
+                   help="the user function takes a (B, n) array of probe rows and returns B "
+                   "outputs (as fpscope.batched declares it); built-in targets refuse it")
     r.add_argument("--algorithm", default="fprev", choices=["fprev", "basic"],
                    help="fprev (default) or basic (all pairs, for cross-checks)")
     r.add_argument("--format", default="text", choices=["text", "json", "dot", "svg", "png"],
@@ -136,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
                    help="run the op in a child process with this environment variable "
                    "(repeatable; e.g. OPENBLAS_CORETYPE=Sandybridge); the record keeps it")
+    r.add_argument("--position", metavar="I,J", help="reveal one output position: I,J of a "
+                   "matrix op (its own tree, one call per probe), or one flat index E of "
+                   "numpy.add.reduce / numpy.cumsum (-o/--output is the output file)")
 
     v = sub.add_parser(
         "verify",
@@ -392,7 +399,22 @@ def _make_target(args):
         n = 256 if args.target.split("[")[0] in _MATRIX_TARGETS else 1024
     return make_target(args.target, n=n, shape=shape, dtype=args.dtype, layout=args.layout,
                        offset=args.offset, threads=args.threads, axis=args.axis, index=args.index,
-                       env=_parse_env(getattr(args, "env", None)))
+                       env=_parse_env(getattr(args, "env", None)),
+                       batched=True if getattr(args, "batched", False) else None,
+                       output=_parse_position(getattr(args, "position", None)))
+
+
+def _parse_position(text):
+    """``"I,J"`` -> (I, J); ``"E"`` -> E; None stays None."""
+    if text is None:
+        return None
+    try:
+        parts = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--position {text!r}: expected I,J or E (integers)") from None
+    if len(parts) not in (1, 2) or min(parts) < 0:
+        raise UsageError(f"--position {text!r}: expected I,J or E (non-negative integers)")
+    return parts[0] if len(parts) == 1 else tuple(parts)
 
 
 def _parse_env(items) -> dict | None:
@@ -644,12 +666,13 @@ def _print_text(record: dict, tree, args) -> None:
         _write_text(_console(), record, tree, args)
 
 
-_CONDITIONS = ("shape", "axis", "index", "layout", "offset", "threads", "out_dtype")
+_CONDITIONS = ("shape", "axis", "index", "output", "layout", "offset", "threads", "out_dtype")
 _CHECK_WORDS = {
     "units": "unit count", "absorption": "mask absorbs", "sizes": "group sizes",
     "packed_probes": "packed probes",
     "repeated_probes": "repeats", "batched_vs_single": "batched = single",
     "random_pairs": "random pairs", "shared_k_order_outputs": "outputs share the K-order",
+    "output_classes": "every output matches its class's tree",
 }
 
 
@@ -708,6 +731,19 @@ def _write_text(console, record: dict, tree, args) -> None:
     shared = str(pr["checks"].get("shared_k_order_outputs", ""))
     if shared.startswith("no:"):
         console.print(f"[yellow]note:[/yellow] {escape(shared[3:].strip())}", highlight=False)
+    if record.get("classes"):
+        from .reveal.classes import positions_text
+
+        grid = "x".join(map(str, record["classes"][0]["grid"]))
+        console.print(f"output classes ({grid} outputs, tree per position):", highlight=False)
+        for k, c in enumerate(record["classes"]):
+            letter = chr(65 + k) if k < 26 else str(k)
+            console.print(f"  {letter}: {c['count']} outputs: {escape(positions_text(c['outputs']))}",
+                          highlight=False)
+            console.print(f"     {escape(c['summary'])}", highlight=False)
+            if c.get("arithmetic"):
+                console.print(f"     arithmetic: {escape(c['arithmetic']['described'])}",
+                              highlight=False)
     rep = record["validation"].get("replay")
     if rep:
         state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
@@ -728,9 +764,9 @@ def _write_text(console, record: dict, tree, args) -> None:
 
 def cmd_verify(args) -> int:
     from .gate import GateError, target_from_record
-    from .record import arithmetic_of_record, load_record
+    from .record import arithmetic_of_record, classes_of_record, load_record
     from .tree import SumTree
-    from .verify import verify
+    from .verify import merge_reports, verify
 
     if args.samples < 1:
         raise UsageError(f"--samples must be at least 1, got {args.samples}")
@@ -751,8 +787,14 @@ def cmd_verify(args) -> int:
         arith = arithmetic_of_record(rec, tree.n_nodes)
         checks = (rec.get("probe") or {}).get("checks") or {}
         shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
-        rep = verify(target, tree, target.in_format, samples=args.samples, seed=args.seed,
-                     first_output_only=not shared, arithmetic=arith)
+        classes = classes_of_record(rec)
+        if classes:  # every class of outputs against its own tree and arithmetic
+            rep = merge_reports([
+                verify(target, t, target.in_format, samples=args.samples, seed=args.seed,
+                       arithmetic=a, positions=m) for t, m, a in classes])
+        else:
+            rep = verify(target, tree, target.in_format, samples=args.samples, seed=args.seed,
+                         first_output_only=not shared, arithmetic=arith)
     finally:
         target.close()
     if args.format == "json":

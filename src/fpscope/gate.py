@@ -39,7 +39,8 @@ __all__ = ["POLICIES", "GateError", "GateResult", "default_record_path", "gate",
 POLICIES = ("bitwise", "tolerant", "record")
 
 #: the probe conditions of a record's "target" spec that make_target takes
-_CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index", "env")
+_CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index", "env",
+                   "output")
 
 
 class GateError(ValueError):
@@ -254,8 +255,9 @@ def gate(
         fpscope.reveal.RevealError: the live op failed a reveal check (nondeterminism, ...).
         fpscope.targets.base.TargetError: the target cannot be rebuilt or the op failed.
     """
+    from .record import classes_of_record
     from .reveal import RevealError
-    from .verify import compare_live
+    from .verify import compare_live, merge_reports
 
     if policy not in POLICIES:
         raise GateError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
@@ -293,8 +295,14 @@ def gate(
             live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples)
         except RevealError as exc:  # no live tree: the bits still decide (and say why)
             live_rec, failure = None, exc
-        bits = compare_live(live_target, base.tree, base.arith, samples=samples, seed=seed + 1,
-                            first_output_only=not shared)
+        base_classes = classes_of_record(rec)
+        if base_classes:  # every class of outputs against its own tree and arithmetic
+            bits = merge_reports([
+                compare_live(live_target, t, a, samples=samples, seed=seed + 1, positions=m)
+                for t, m, a in base_classes])
+        else:
+            bits = compare_live(live_target, base.tree, base.arith, samples=samples,
+                                seed=seed + 1, first_output_only=not shared)
     finally:
         live_target.close()
     notes = []
@@ -308,6 +316,11 @@ def gate(
     else:
         d = diff_trees(base, side_from_record(live_rec, "live"), seed=seed)
         acc = live_rec.get("accuracy")
+        why = _compare_classes(base_classes, classes_of_record(live_rec))
+        if why is not None:
+            verdict = d.verdict if not d.same else f"different output classes ({why})"
+            d = DiffResult(d.kind, verdict, False, subtree=d.subtree, parameter=d.parameter,
+                           witness=d.witness, notes=d.notes + [f"output classes: {why}"])
     if failure is not None:
         notes.append(f"note: the live tree does not replay bit for bit: {failure}")
     differ = bits["samples"] - bits["matched"]
@@ -410,3 +423,25 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
         written = str(out)
     return GateResult(policy=policy, passed=passed, reason=reason, baseline=baseline,
                       target=spec, diff=d, record_path=written, notes=notes)
+
+
+def _compare_classes(base: list | None, live: list | None) -> str | None:
+    """Why two lists of output classes (:func:`fpscope.record.classes_of_record`) differ, or
+    None when they are the same (trees, positions and node arithmetic, class by class)."""
+    import numpy as np
+
+    if not base and not live:
+        return None
+    if bool(base) != bool(live):
+        which = "the baseline" if base else "the live op"
+        return f"only {which} has outputs that add in different orders"
+    if len(base) != len(live):
+        return f"{len(base)} classes in the baseline, {len(live)} live"
+    for k, ((tb, mb, ab), (tl, ml, al)) in enumerate(zip(base, live)):
+        if tb != tl:
+            return f"class {k}: a different tree"
+        if mb.shape != ml.shape or not np.array_equal(mb, ml):
+            return f"class {k}: other output positions"
+        if ab != al:
+            return f"class {k}: other node arithmetic"
+    return None

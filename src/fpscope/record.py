@@ -248,7 +248,7 @@ def reveal_record(target, res, seed: int, environment: dict, **parts) -> dict:
         "reveal",
         target=target.spec(),
         tree=res.tree.to_json(),
-        summary=summarize(res.tree),
+        summary=summarize(res.tree, spec=target.spec()),
         accumulator=res.accumulator,
         **({"arithmetic": {**res.arithmetic.to_json(), "described": res.arithmetic.describe(),
                            "evidence": res.arithmetic_evidence}}
@@ -264,8 +264,27 @@ def reveal_record(target, res, seed: int, environment: dict, **parts) -> dict:
         },
         environment=environment,
         validation={"replay": res.replay} if res.replay else {},
+        **({"classes": classes_json(res.classes)} if getattr(res, "classes", None) else {}),
         **parts,
     )
+
+
+def classes_json(classes: list) -> list:
+    """The "classes" entry of a record: per class its flat tree, the output positions that use
+    it (compact blocks, :func:`fpscope.reveal.classes.describe_positions`), their count, the
+    summary and the node arithmetic."""
+    from .reveal.classes import describe_positions
+    from .summary import summarize
+
+    out = []
+    for c in classes:
+        a = c["arithmetic"]
+        out.append({"tree": c["tree"].to_json(), "outputs": describe_positions(c["mask"]),
+                    "count": int(c["mask"].sum()), "grid": list(c["mask"].shape),
+                    "summary": summarize(c["tree"]),
+                    "arithmetic": None if a is None else {**a.to_json(),
+                                                          "described": a.describe()}})
+    return out
 
 
 def probe_record(report: dict, spec: str, environment: dict) -> dict:
@@ -321,6 +340,8 @@ def validate_record(rec, where: str = "record") -> dict:
         for key in ("checks", "mask"):
             if key in rec["probe"] and not isinstance(rec["probe"][key], dict):
                 raise RecordError(f"{where}: \"probe.{key}\" must be an object")
+        if "classes" in rec and not isinstance(rec["classes"], list):
+            raise RecordError(f"{where}: \"classes\" must be a list")
         for key in ("accumulator", "arithmetic", "validation", "environment", "accuracy"):
             if key in rec and not isinstance(rec[key], dict):
                 raise RecordError(f"{where}: \"{key}\" must be an object")
@@ -383,3 +404,30 @@ def arithmetic_of_record(rec: dict, nodes: int | None):
         if isinstance(exc, RecordError):
             raise
         raise RecordError(f"bad \"arithmetic\" entry: {str(exc).splitlines()[0]}") from None
+
+
+def classes_of_record(rec: dict) -> list | None:
+    """The output classes of a reveal record (matrix ops whose outputs use several trees):
+    a list of (SumTree, boolean (M, N) positions, Arithmetic or None), or None when the record
+    has no "classes" entry.
+
+    Raises:
+        RecordError: a malformed entry.
+    """
+    from .arithmetic import Arithmetic
+    from .reveal.classes import positions_from_blocks
+    from .tree import SumTree, TreeError
+
+    raw = rec.get("classes")
+    if not raw:
+        return None
+    out = []
+    try:
+        for c in raw:
+            tree = SumTree.from_json(c["tree"])
+            mask = positions_from_blocks(c["outputs"], c["grid"])
+            a = c.get("arithmetic")
+            out.append((tree, mask, None if a is None else Arithmetic.from_json(a)))
+    except (KeyError, TypeError, ValueError, TreeError) as exc:
+        raise RecordError(f"bad \"classes\" entry: {str(exc).splitlines()[0]}") from None
+    return out

@@ -39,13 +39,15 @@ description.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Optional
 
 import numpy as np
 
 from .tree import C_LEAF, SumTree, TreeError, leaves_of
 
-__all__ = ["describe", "summarize", "describe_subtree", "phrase", "index_set", "set_phrase"]
+__all__ = ["describe", "summarize", "describe_subtree", "phrase", "index_set", "set_phrase",
+           "array_order"]
 
 # structure flags, computed bottom-up for every node (a leaf has all of them)
 _FLOOR, _CEIL, _POW2, _BAL, _SEQ, _REV = 1, 2, 4, 8, 16, 32
@@ -1423,7 +1425,82 @@ def _relabel(node, rank: dict):
     return done[id(node)]
 
 
-def summarize(tree: SumTree, noun: Optional[str] = None) -> str:
+#: Targets whose 2-D / 3-D ``shape`` is one array summed whole (no axis), leaf k being the element
+#: at the logical C-order flat index k (``np.unravel_index(k, shape)``): fpscope.targets.
+WHOLE_ARRAY_SUMS = ("numpy.sum", "torch.sum", "jax.numpy.sum")
+
+#: Memory order of the elements of each layout of fpscope.targets (``placed_zeros``): "C" and
+#: "strided" (a stride of two elements along the last axis) keep the logical C order; "F" and "T"
+#: (a transposed C array, the strides of F) run along the first axis fastest.
+LAYOUT_ORDER = {"C": "C", "strided": "C", "F": "F", "T": "F"}
+
+
+def array_order(spec) -> dict:
+    """The ``shape`` and ``order`` arguments of :func:`summarize` for a target ``spec()`` (a dict,
+    as in a record's "target"): for ``numpy.sum``, ``torch.sum`` or ``jax.numpy.sum`` of a whole
+    2-D or 3-D array, ``{"shape": (R, C[, D]), "order": layout}``; for anything else ``{}``.
+    Never raises."""
+    try:
+        if not isinstance(spec, dict) or spec.get("name") not in WHOLE_ARRAY_SUMS:
+            return {}
+        shape = tuple(int(v) for v in spec.get("shape") or ())
+        layout = spec.get("layout") or "C"
+        if (len(shape) not in (2, 3) or spec.get("axis") is not None
+                or spec.get("index") is not None or layout not in LAYOUT_ORDER
+                or int(np.prod(shape)) != int(spec.get("n", -1))):
+            return {}
+        return {"shape": shape, "order": layout}
+    except Exception:  # pragma: no cover - a malformed spec gets the plain summary
+        return {}
+
+
+def _memory_permutation(shape: tuple, order, n: int) -> Optional[np.ndarray]:
+    """perm[i] = the leaf (logical C-order flat index) at memory position i; None when ``order``
+    keeps the logical order."""
+    if isinstance(order, str):
+        if order not in LAYOUT_ORDER:
+            raise ValueError(f"order must be one of {', '.join(LAYOUT_ORDER)} or a permutation, "
+                             f"got {order!r}")
+        if LAYOUT_ORDER[order] == "C":
+            return None
+        return np.arange(n).reshape(shape).ravel(order="F")
+    perm = np.asarray(order, dtype=np.int64).ravel()
+    if perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+        raise ValueError(f"order must be a permutation of 0..{n - 1}")
+    return None if np.array_equal(perm, np.arange(n)) else perm
+
+
+def _element(k: int, shape: tuple) -> str:
+    return "x[" + ",".join(str(int(i)) for i in np.unravel_index(int(k), shape)) + "]"
+
+
+def _elements_text(perm: Optional[np.ndarray], shape: tuple) -> str:
+    """The first elements in the given order, by logical multi-index, up to where the fastest
+    axis wraps: "x[0,0], x[1,0], x[2,0], ..., x[63,0], x[0,1], ..., x[63,47]"."""
+    n = int(np.prod(shape))
+
+    def at(i: int) -> str:
+        return _element(i if perm is None else perm[i], shape)
+
+    if n <= 6:
+        return ", ".join(at(i) for i in range(n))
+    if perm is None:
+        run = shape[-1]  # elements before the last axis wraps
+    else:
+        step = np.diff(perm)
+        breaks = np.flatnonzero(step != step[0])
+        run = int(breaks[0]) + 1 if len(breaks) else n
+    if run >= n - 1:
+        items = [at(i) for i in range(4)]
+    elif run <= 4:
+        items = [at(i) for i in range(min(n - 1, run + 2))]
+    else:
+        items = [at(0), at(1), at(2), "...", at(run - 1), at(run)]
+    return ", ".join(items) + f", ..., {at(n - 1)}"
+
+
+def summarize(tree: SumTree, noun: Optional[str] = None, *, shape=None, order=None,
+              spec: Optional[dict] = None) -> str:
     """One plain-words sentence describing the accumulation order of ``tree``.
 
     ``noun`` names the leaves; default "products" when the tree has the accumulator leaf "C" (a
@@ -1434,11 +1511,83 @@ def summarize(tree: SumTree, noun: Optional[str] = None) -> str:
         sequentially, 12 terms each), lanes combined pairwise ((0+1)+(2+3))+((4+5)+(6+7)), then
         the remaining 4 added one at a time (x96..x99).
 
-    Never raises for a SumTree (see :func:`describe`).
+    Whole arrays: ``shape`` (a tuple of prod(shape) = n) says that leaf k is the element
+    ``x[np.unravel_index(k, shape)]`` of an array reduced whole, and ``order`` how its elements
+    lie in memory: a layout name ("C" and "strided" keep the logical C order; "F" and "T", a
+    transposed C array, run along the first axis fastest) or a permutation (``order[i]`` = the
+    leaf at memory position i). ``spec`` (a target's ``spec()``) gives both for a whole-array
+    ``numpy.sum``, ``torch.sum`` or ``jax.numpy.sum`` (see :func:`array_order`). The tree is then
+    renumbered by memory position; where that numbering shows a family the summary recognises,
+    the sentence says so, with the first elements by their logical multi-index; where the memory
+    order is not the logical C order, the positions in it are called m0, m1, ... (x0, x1, ... stay
+    the leaves of the tree: logical C-order flat indices). numpy.sum of a 64 x 48 float32 array
+    in F layout::
+
+        3072 terms, shape 64x48, taken in memory order (F layout): x[0,0], x[1,0], x[2,0], ...,
+        x[63,0], x[0,1], ..., x[63,47], numbered m0..m3071 in that order; recursive split ...
+
+    Otherwise the logical C order is tried the same way, and where neither numbering is
+    recognised the plain summary of the tree is returned.
+
+    Raises:
+        ValueError: ``shape`` does not hold n elements or ``order`` is neither a layout name nor a
+            permutation of 0..n-1 (arguments given directly; a ``spec`` that does not fit is
+            ignored). Never raises otherwise (see :func:`describe`).
     """
-    d = describe(tree)
     noun = noun or ("products" if tree.has_c else "terms")
-    head = f"{d['n']} {noun if d['n'] != 1 else noun.rstrip('s')}" + (" + C" if d.get("has_c") else "")
+    if shape is None and spec is not None:
+        found = array_order(spec)
+        if found and found["shape"] and int(np.prod(found["shape"])) == tree.n and not tree.has_c:
+            shape, order = found["shape"], found["order"] if order is None else order
+    if shape is None or tree.has_c or tree.n < 2:
+        return _summary(tree, noun)
+    shape = tuple(int(v) for v in shape)
+    n = tree.n
+    if int(np.prod(shape)) != n:
+        raise ValueError(f"shape {shape} holds {int(np.prod(shape))} elements, the tree {n} leaves")
+    order = "C" if order is None else order
+    perm = _memory_permutation(shape, order, n)
+    dims = "x".join(str(v) for v in shape)
+    how = f"memory order ({order} layout)" if isinstance(order, str) else "memory order"
+    candidates = [(perm, how)]
+    if perm is not None:
+        candidates.append((None, f"logical C order, not in {how}"))
+    for p, words in candidates:
+        try:
+            if p is None:
+                t = tree
+            else:
+                pos = np.empty(n, dtype=np.int64)
+                pos[p] = np.arange(n)
+                t = SumTree(_relabel(tree.root, pos.tolist()))
+            d = describe(t)
+        except Exception:  # pragma: no cover - defensive: the plain summary below
+            continue
+        if d["family"] != "generic":
+            # positions in another order than the tree's own numbering are m0, m1, ... so that
+            # they are not read as the logical flat indices x0, x1, ... of the tree and record
+            name = "x" if p is None else "m"
+            head = f"{n} {noun}, shape {dims}, taken in {words}: {_elements_text(p, shape)}, " \
+                   f"numbered {name}0..{name}{n - 1} in that order"
+            text = _summary(t, noun, d, head=head)
+            return text if p is None else head + _INDEX_NAME.sub("m", text[len(head):])
+    return _summary(tree, noun)
+
+
+#: "x" where it names a term by its index in the summary's words (x0, x[r+8], x[r + 8k])
+_INDEX_NAME = re.compile(r"\bx(?=\d|\[)")
+
+
+def _summary(tree: SumTree, noun: str, d: Optional[dict] = None, head: Optional[str] = None) -> str:
+    """The sentence of :func:`summarize` for the tree as numbered (``head`` replaces "n terms")."""
+    if d is None:
+        d = describe(tree)
+    if head is None:
+        head = f"{d['n']} {noun if d['n'] != 1 else noun.rstrip('s')}" + (
+            " + C" if d.get("has_c") else "")
+        sep = ": "
+    else:
+        sep = "; "
     if d["family"] == "empty":
         return "only the accumulator C (no terms)." if d.get("has_c") else "an empty tree."
     c = d.get("c")
@@ -1453,7 +1602,7 @@ def summarize(tree: SumTree, noun: Optional[str] = None) -> str:
         body = f"unrecognised order (summary failed: {type(exc).__name__})"
     if d["family"] in ("pairwise", "balanced_binary", "power_of_two_split", "recursive_split", "blocked"):
         body += f"; depth {d['depth']}"
-    text = f"{head}: {body}"
+    text = f"{head}{sep}{body}"
     if c:
         text += "; " + _c_phrase(c, noun)
     return text + "."

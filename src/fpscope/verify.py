@@ -96,7 +96,7 @@ def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def live_and_replay(target: Target, tree: SumTree, arith, kind: str, samples: int, rng,
-                    first_output_only: bool = False) -> dict:
+                    first_output_only: bool = False, positions=None) -> dict:
     """Random inputs of one distribution, the live op's outputs on them and the replay of
     ``tree`` under ``arith`` (:class:`fpscope.arithmetic.Arithmetic`).
 
@@ -112,6 +112,8 @@ def live_and_replay(target: Target, tree: SumTree, arith, kind: str, samples: in
     """
     fin = target.in_format
     n = target.n
+    if positions is not None:
+        return _class_outputs(target, tree, arith, kind, samples, rng, positions)
     # every output of one call where one call has enough outputs; else one call per input
     all_outputs = (target.is_matrix and not first_output_only
                    and target.max_rows * target.max_cols >= min(samples, 64))
@@ -145,6 +147,28 @@ def live_and_replay(target: Target, tree: SumTree, arith, kind: str, samples: in
     return {"got": got, "want": want, "terms": A * B, "inputs": (A, B)}
 
 
+def _class_outputs(target, tree, arith, kind, samples, rng, positions) -> dict:
+    """One call on the whole output grid; up to ``samples`` outputs of the class
+    ``positions`` (boolean (M, N)), chosen at random, compared with the replay."""
+    fin, n = target.in_format, target.n
+    rr, cc = np.nonzero(positions)
+    pick = rng.choice(len(rr), size=min(samples, len(rr)), replace=False)
+    rr, cc = rr[pick], cc[pick]
+    if arith.products is None:
+        P = random_inputs(kind, (target.max_rows, n), fin, rng)
+        Q = np.ones((n, target.max_cols))
+    else:
+        P, Qt = random_factors(kind, (max(target.max_rows, target.max_cols), n), fin, rng)
+        P, Q = P[: target.max_rows], Qt[: target.max_cols].T
+    got = np.asarray(target.evaluate_outer(P, Q), dtype=np.float64)[rr, cc]
+    A, B = P[rr], Q[:, cc].T
+    if arith.products is None:
+        want = replay_arithmetic(tree, arith, X=A)
+        return {"got": got, "want": want, "terms": A, "inputs": A}
+    want = replay_arithmetic(tree, arith, A=A, B=B)
+    return {"got": got, "want": want, "terms": A * B, "inputs": (A, B)}
+
+
 def verify(
     target: Target,
     tree: SumTree,
@@ -155,6 +179,7 @@ def verify(
     node_formats=None,
     first_output_only: bool = False,
     arithmetic=None,
+    positions=None,
 ) -> dict:
     """Compare the replayed tree with the live op on ``samples`` inputs per distribution.
 
@@ -163,7 +188,8 @@ def verify(
     ``node_formats``, one Format per internal node, post-order) with products not modelled (a
     plain sum; matrix ops then use B = ones). See :func:`live_and_replay` for the inputs.
     ``first_output_only``: for a matrix op whose outputs use different K-orders, compare output
-    (0, 0) only (one call per input).
+    (0, 0) only (one call per input). ``positions`` (boolean (M, N)): compare the outputs of that
+    class of a matrix op (:mod:`fpscope.reveal.classes`), ``samples`` of them per distribution.
 
     Returns:
         JSON-able dict: ``samples``, ``matched``, ``bit_exact`` (bool), ``by_distribution``
@@ -184,7 +210,8 @@ def verify(
               "accumulator": uni or "mixed", "products": arithmetic.products is not None}
     first = None
     for kind in distributions:
-        r = live_and_replay(target, tree, arithmetic, kind, samples, rng, first_output_only)
+        r = live_and_replay(target, tree, arithmetic, kind, samples, rng, first_output_only,
+                            positions)
         same = same_bits(r["got"], r["want"])
         report["by_distribution"][kind] = {"samples": int(len(same)), "matched": int(same.sum())}
         report["samples"] += int(len(same))
@@ -205,7 +232,8 @@ def verify(
 
 
 def compare_live(target: Target, tree: SumTree, arith, samples: int = 200, seed: int = 0,
-                 first_output_only: bool = False, distributions=DISTRIBUTIONS) -> dict:
+                 first_output_only: bool = False, distributions=DISTRIBUTIONS,
+                 positions=None) -> dict:
     """The live op against a baseline's replay (``tree`` under ``arith``) on the same generated
     inputs: how many outputs have the same bits, and the largest difference in units of
     u * sum|terms| (u = 2^-p the unit roundoff of the output format, the terms the summands or
@@ -226,7 +254,8 @@ def compare_live(target: Target, tree: SumTree, arith, samples: int = 200, seed:
     rep = {"samples": 0, "matched": 0, "max_units": 0.0, "by_distribution": {},
            "unit": f"u * sum|terms|, u = 2^-{target.out_format.p} ({target.out_format.name})"}
     for kind in distributions:
-        r = live_and_replay(target, tree, arith, kind, samples, rng, first_output_only)
+        r = live_and_replay(target, tree, arith, kind, samples, rng, first_output_only,
+                            positions)
         got, want = r["got"], r["want"]
         same = same_bits(got, want)
         scale = u * np.abs(r["terms"]).sum(axis=1)
@@ -252,3 +281,27 @@ def compare_live(target: Target, tree: SumTree, arith, samples: int = 200, seed:
             rep["first_mismatch"] = m
     rep["bit_exact"] = rep["matched"] == rep["samples"]
     return rep
+
+
+def merge_reports(reports: list[dict]) -> dict:
+    """One report of several (per output class): counts added, first mismatch kept, the
+    largest difference (compare_live) the largest of all."""
+    out = dict(reports[0])
+    out["by_distribution"] = {k: dict(v) for k, v in reports[0]["by_distribution"].items()}
+    for r in reports[1:]:
+        out["samples"] += r["samples"]
+        out["matched"] += r["matched"]
+        if "max_units" in r:
+            out["max_units"] = max(out["max_units"], r["max_units"])
+        for k, v in r["by_distribution"].items():
+            d = out["by_distribution"].setdefault(k, {"samples": 0, "matched": 0})
+            d["samples"] += v["samples"]
+            d["matched"] += v["matched"]
+            if "max_units" in v:
+                d["max_units"] = max(d.get("max_units", 0.0), v["max_units"])
+        if "first_mismatch" in r and "first_mismatch" not in out:
+            out["first_mismatch"] = r["first_mismatch"]
+    out["bit_exact"] = out["matched"] == out["samples"]
+    if len(reports) > 1:
+        out["classes"] = len(reports)
+    return out

@@ -84,6 +84,62 @@ def products_evaluator(target: Target):
     return evaluate
 
 
+def class_rows_evaluator(target: Target, positions: np.ndarray):
+    """Probe vectors of one class of outputs (boolean (M, N) ``positions``): row r of A carries
+    a vector, B = ones, and output (r, c_r) answers it, c_r a column of that row in the class;
+    one call takes as many vectors as the class has rows."""
+    rows = np.flatnonzero(positions.any(axis=1))
+    cols = positions[rows].argmax(axis=1)
+
+    def evaluate(X):
+        X = target.as_storage(np.asarray(X))
+        ones = np.ones((target.n, target.max_cols), dtype=X.dtype)
+        out = []
+        for s in range(0, len(X), len(rows)):
+            chunk = X[s : s + len(rows)]
+            P = np.zeros((target.max_rows, target.n), dtype=X.dtype)
+            P[rows[: len(chunk)]] = chunk
+            Y = np.asarray(target.evaluate_outer(P, ones))
+            out.append(Y[rows[: len(chunk)], cols[: len(chunk)]])
+        return np.concatenate(out) if out else np.zeros(0)
+
+    return evaluate
+
+
+def _matching(positions: np.ndarray):
+    """Distinct (row, column) pairs inside ``positions`` (greedy), for factor pairs."""
+    used = np.zeros(positions.shape[1], dtype=bool)
+    rr, cc = [], []
+    for r in np.flatnonzero(positions.any(axis=1)):
+        free = np.flatnonzero(positions[r] & ~used)
+        if len(free):
+            used[free[0]] = True
+            rr.append(r)
+            cc.append(int(free[0]))
+    return np.asarray(rr, dtype=np.int64), np.asarray(cc, dtype=np.int64)
+
+
+def class_products_evaluator(target: Target, positions: np.ndarray):
+    """Factor pairs of one class: row r of A holds a, column c of B holds b, for distinct
+    (r, c) in the class; output (r, c) answers; one call takes one pair per matched row."""
+    rows, cols = _matching(positions)
+
+    def evaluate(A, B):
+        A, B = np.asarray(A), np.asarray(B)
+        out = []
+        for s in range(0, len(A), len(rows)):
+            a, b = A[s : s + len(rows)], B[s : s + len(rows)]
+            P = np.zeros((target.max_rows, target.n))
+            Q = np.zeros((target.n, target.max_cols))
+            P[rows[: len(a)]] = a
+            Q[:, cols[: len(b)]] = b.T
+            Y = np.asarray(target.evaluate_outer(P, Q))
+            out.append(Y[rows[: len(a)], cols[: len(b)]])
+        return np.concatenate(out) if out else np.zeros(0)
+
+    return evaluate
+
+
 def _fill_nodes(names: list, probed: list[int]) -> list:
     """Unprobed non-root nodes take the format of the nearest probed node in post-order."""
     if not probed:
@@ -114,7 +170,8 @@ def _root_options(tree: SumTree, names: list, acc_name: str) -> list[str]:
 
 
 def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
-                       samples: int, seed: int) -> tuple[Arithmetic, dict, dict | None]:
+                       samples: int, seed: int, positions: np.ndarray | None = None
+                       ) -> tuple[Arithmetic, dict, dict | None]:
     """Node formats and product entries of ``target`` (whose tree is ``tree``), checked by
     replay.
 
@@ -125,6 +182,9 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
         shared: every output of a matrix op shares the tree (batched probes are then used).
         samples: random inputs per distribution for the replay (0: no replay).
         seed: seed of the replay inputs.
+        positions: for a matrix op whose outputs use several trees, the boolean (M, N) map of
+            the outputs that use ``tree`` (:mod:`fpscope.reveal.classes`): probes and replay go
+            to those outputs.
 
     Returns:
         (Arithmetic, evidence dict, replay report or None). The evidence says how many nodes and
@@ -146,10 +206,13 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
             evidence["products"] = ("not modelled: fused multi-term nodes (matrix units; "
                                     "fpscope probe characterises them)")
         rep = (verify(target, tree, samples=samples, seed=seed, arithmetic=arith,
-                      first_output_only=not shared) if samples > 0 else None)
+                      first_output_only=not shared and positions is None,
+                      positions=positions) if samples > 0 else None)
         return arith, evidence, rep
-    limit = _row_limit(target, shared)
-    rows_eval = rows_evaluator(target) if shared else None
+    batched = shared or positions is not None
+    limit = _row_limit(target, batched)
+    rows_eval = (rows_evaluator(target) if shared else
+                 class_rows_evaluator(target, positions) if positions is not None else None)
     node_count = m - 1
     probe_nodes = _spread(node_count, limit // 4) if node_count else []
     names = detect_node_formats(target, tree, evaluate=rows_eval, nodes=probe_nodes)
@@ -170,12 +233,12 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
     for root in options:
         full = [x if x is not None else acc_name for x in names[:-1]] + [root]
         if target.has_products and entries is None:
-            entries = _entries(target, tree, full, shared, limit, evidence)
+            entries = _entries(target, tree, full, shared, limit, evidence, positions)
         arith = Arithmetic(tuple(full), None if entries is None else tuple(entries), fout.name)
         if samples <= 0:
             return arith, evidence, None
         rep = verify(target, tree, samples=samples, seed=seed, arithmetic=arith,
-                     first_output_only=not shared)
+                     first_output_only=not shared and positions is None, positions=positions)
         if rep["bit_exact"]:
             return arith, evidence, rep
         if first is None:
@@ -184,12 +247,13 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
 
 
 def _entries(target: Target, tree: SumTree, full: list, shared: bool, limit: int,
-             evidence: dict) -> list:
+             evidence: dict, positions=None) -> list:
     from ..probes.product_entry import detect_product_entries, leaf_positions
 
     n = tree.n
     leaves = _spread(n, max(8, limit // 2), keep=list(range(min(n, 16))) + list(range(n - 16, n)))
-    ev = products_evaluator(target) if shared else None
+    ev = (products_evaluator(target) if shared else
+          class_products_evaluator(target, positions) if positions is not None else None)
     res = detect_product_entries(target, tree, full, evaluate=ev, leaves=leaves)
     entries = res["entries"]
     pos = leaf_positions(tree)

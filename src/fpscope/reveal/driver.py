@@ -57,6 +57,9 @@ class RevealResult:
     replay: dict | None = None
     arithmetic: "Arithmetic | None" = None  # node formats and product entries (fpscope.arithmetic)
     arithmetic_evidence: dict = field(default_factory=dict)
+    #: matrix ops whose outputs use several trees: one dict per class ("tree", "mask": boolean
+    #: (M, N) positions, "arithmetic", "replay"); class 0 holds output (0, 0). None otherwise.
+    classes: list | None = None
 
 
 def reveal(
@@ -99,10 +102,12 @@ def reveal(
     """
     from ..formats import get_format
     from ..probes.accumulator import detect_accumulator
-    from .arithmetic import measure_arithmetic, rows_evaluator
+    from .arithmetic import class_rows_evaluator, measure_arithmetic, rows_evaluator
+    from .classes import reveal_classes
 
     t0 = time.perf_counter()
     calls0 = target.calls
+    classes = None
     if mask is None:
         mask = choose_mask(target.n, target.in_format, target.out_format)
     stats = RevealStats()
@@ -121,21 +126,40 @@ def reveal(
         except RevealError as exc:
             if not (target.is_matrix and exc.kind == "inconsistent" and prober.mode != "single"):
                 raise
-            # outputs do not share one K-order (edge tiles, split-K): reveal output (0, 0) alone
-            single = Prober(target, mask, mode="single")
-            tree = _tree_and_checks(single, algorithm, seed, repeats, extra_pairs, progress, stats)
-            try:  # name the outputs that differ from output (0, 0), where possible
-                check_shared_order(prober, tree, 8, np.random.default_rng(seed + 2))
-                where = str(exc)
-            except RevealError as exc2:
-                where = str(exc2)
-            stats.checks["shared_k_order_outputs"] = f"no: {where}; the tree is that of output (0, 0)"
-            probes = prober.probes + single.probes
+            # outputs do not share one K-order (edge tiles, split-K): every tree and where it
+            # is used (reveal/classes.py); if that fails, output (0, 0) alone
+            try:
+                classes, cst = reveal_classes(target, mask, seed=seed)
+            except RevealError as exc_classes:
+                classes = None
+                single = Prober(target, mask, mode="single")
+                tree = _tree_and_checks(single, algorithm, seed, repeats, extra_pairs, progress,
+                                        stats)
+                try:  # name the outputs that differ from output (0, 0), where possible
+                    check_shared_order(prober, tree, 8, np.random.default_rng(seed + 2))
+                    where = str(exc)
+                except RevealError as exc2:
+                    where = str(exc2)
+                stats.checks["shared_k_order_outputs"] = (
+                    f"no: {where}; the tree is that of output (0, 0) (the outputs' trees could "
+                    f"not be separated: {exc_classes})")
+                probes = prober.probes + single.probes
+            else:
+                tree = classes[0].tree
+                stats.checks["shared_k_order_outputs"] = (
+                    f"no: {len(classes)} trees among the {classes[0].mask.size} outputs; the tree "
+                    f"is that of output (0, 0)")
+                stats.checks["output_classes"] = (f"{len(classes)} classes; every output checked "
+                                                  f"on {cst['checked'] // classes[0].mask.size} "
+                                                  f"random pairs")
+                probes = prober.probes + cst["probes"]
     stats.calls = target.calls - calls0
     stats.probes = probes
     stats.seconds = time.perf_counter() - t0
     shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
-    acc = detect_accumulator(target, tree, evaluate=rows_evaluator(target) if shared else None)
+    evaluate = (rows_evaluator(target) if shared else
+                class_rows_evaluator(target, classes[0].mask) if classes else None)
+    acc = detect_accumulator(target, tree, evaluate=evaluate)
     result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
     if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
         raise RevealError(
@@ -143,8 +167,30 @@ def reveal(
             f"the op accumulates in {acc['format']}, where the mask M = {mask.M!r} does not absorb "
             f"{n - 2} units of {mask.u!r}; the tree cannot be trusted",
         )
-    arith, evidence, rep = measure_arithmetic(target, tree, acc, shared, replay_samples, seed)
+    arith, evidence, rep = measure_arithmetic(target, tree, acc, shared, replay_samples, seed,
+                                              positions=classes[0].mask if classes else None)
     result.arithmetic, result.arithmetic_evidence = arith, evidence
+    if classes:
+        result.classes = [{"tree": classes[0].tree, "mask": classes[0].mask,
+                           "arithmetic": arith, "replay": rep}]
+        for c in classes[1:]:
+            acc_c = detect_accumulator(target, c.tree,
+                                       evaluate=class_rows_evaluator(target, c.mask))
+            a_c, _, rep_c = measure_arithmetic(target, c.tree, acc_c, False, replay_samples,
+                                               seed, positions=c.mask)
+            result.classes.append({"tree": c.tree, "mask": c.mask, "arithmetic": a_c,
+                                   "replay": rep_c})
+        if rep is not None:  # the replay report covers every class
+            for c in result.classes[1:]:
+                r = c["replay"]
+                if r is None:
+                    continue
+                rep["samples"] += r["samples"]
+                rep["matched"] += r["matched"]
+                rep["bit_exact"] = rep["bit_exact"] and r["bit_exact"]
+                if "first_mismatch" in r and "first_mismatch" not in rep:
+                    rep["first_mismatch"] = r["first_mismatch"]
+            rep["classes"] = len(result.classes)
     if rep is not None:
         result.replay = rep
         if tree.max_fan_in() > 2:

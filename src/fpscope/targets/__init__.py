@@ -12,6 +12,8 @@ import difflib
 import importlib
 from collections.abc import Mapping
 
+import numpy as np
+
 from ._options import conditions, refuse
 from .base import Target, TargetError
 
@@ -73,6 +75,8 @@ def make_target(
     index: int | None = None,
     device: str | None = None,
     env: dict[str, str | None] | None = None,
+    batched: bool | None = None,
+    output=None,
 ) -> Target:
     """Build the target ``name`` under the given probe conditions.
 
@@ -84,16 +88,20 @@ def make_target(
             matmul when ``shape`` is not given; N x N matrices for vecmat/matvec), the array
             length for ``numpy.cumsum``, the side of a square array for ``numpy.add.reduce``.
             When ``shape`` is also given, n must equal the leaf count the shape implies.
-        shape: the operation's input shape: (n,) for 1-D ops; (M, K, N) for matmul/mm (and
+        shape: the operation's input shape: (n,) for 1-D ops; (R, C) or (R, C, D) for
+            ``numpy.sum``, ``torch.sum`` and ``jax.numpy.sum`` of a whole 2-D or 3-D array (no
+            axis; n = R * C (* D) leaves, leaf k the element at the logical C-order flat index
+            k, ``np.unravel_index(k, shape)``, whatever the layout); (M, K, N) for matmul/mm (and
             einsum matrix products); (K, N) of A for ``numpy.vecmat``; (M, K) of A for
             ``numpy.matvec`` and ``torch.mv``; (R, C) for ``numpy.add.reduce``; (length,) for
             ``numpy.cumsum``.
         dtype: input format "fp64", "fp32", "fp16" or "bf16" (aliases as in
             :func:`fpscope.formats.get_format`); None: fp32 (``emulate.matmul``: the preset's
             input format).
-        layout: "C", "F" (2-D operands; a 1-D array is both) or "strided" (a view with a stride
-            of 2 elements along the last axis) for every probed operand (numpy, torch CPU,
-            callables).
+        layout: "C", "F" (2-D and 3-D operands; a 1-D array is both), "strided" (a view with a
+            stride of 2 elements along the last axis) or "T" (the transpose of a C-order array
+            of the reversed shape: F's strides, reached through a transpose) for every probed
+            operand (numpy, torch CPU, callables; jax takes "C" only).
         offset: bytes after a 64-byte-aligned address at which each probed operand starts.
         threads: BLAS threads (numpy, callables; threadpoolctl) or torch threads, held until
             ``close()``; None keeps the library's setting.
@@ -101,6 +109,10 @@ def make_target(
         index: probed output: of ``numpy.add.reduce`` (default 0) and of ``numpy.cumsum``
             (default the last; the tree then has index + 1 leaves).
         device: "cpu" (default) or "cuda" for torch targets; "cpu" for jax.
+        output: one output position of a matrix op, ``(i, j)``: the target is that output alone
+            (probe vectors in row i of A, B = ones; factor pairs in row i of A and column j of
+            B), for a per-output reveal (:class:`~fpscope.targets._common.OutputTarget`); or one
+            flat index E for ``numpy.add.reduce`` / ``numpy.cumsum`` (the same as ``index``).
         env: environment variables for the operation, e.g. ``{"OPENBLAS_CORETYPE": "Haswell"}``
             or ``{"OPENBLAS_CORETYPE": "Sandybridge"}`` (OpenBLAS kernels), ``{"MKL_CBWR":
             "AVX2"}``, ``{"XLA_FLAGS": "..."}``, ``{"OMP_NUM_THREADS": "1"}``; a value of None
@@ -109,6 +121,11 @@ def make_target(
             it and returns a :class:`~fpscope.targets.isolated.ChildTarget` (same name and
             conditions; its ``spec()`` adds ``"env"``). None or {}: the target runs in this
             process.
+        batched: user callables only: True when the function takes a (B, n) array of probe
+            rows and returns B outputs (:mod:`fpscope.targets.callable`), False when it takes
+            one 1-D array; None: as the function declares (``fpscope_batched``, the
+            :func:`fpscope.batched` decorator). Built-in targets refuse it (they batch their
+            probes themselves).
 
     Returns:
         A :class:`Target`; call ``close()`` (or use it in a ``with`` block) when done.
@@ -117,13 +134,41 @@ def make_target(
         TargetError: unknown name, unsupported dtype or layout, a missing optional library
             (torch, jax), bad or inconsistent sizes, an option the target does not take, a
             callable that cannot be loaded, a bad ``env`` (not a mapping of variable names to
-            strings) or a child process that failed. The message is one line.
+            strings) or a child process that failed, ``batched`` for a built-in target. The
+            message is one line.
     """
+    if batched is not None:
+        if not isinstance(batched, bool):
+            raise TargetError(f"{name}: batched must be True or False, got {batched!r}")
+        if not (isinstance(name, str) and ":" in name and "[" not in name):
+            raise TargetError(
+                f"{name}: batched applies to user callables (package.module:function or "
+                "path/to/file.py:function); built-in targets batch their probes themselves"
+            )
+    if output is not None:  # one output position as a reduction of its own
+        from ._common import at_output
+
+        if isinstance(output, (int, np.integer)) or (isinstance(output, (tuple, list))
+                                                      and len(output) == 1):
+            flat = int(output if isinstance(output, (int, np.integer)) else output[0])
+            if _split_name(name)[0] not in ("numpy.add.reduce", "numpy.cumsum"):
+                raise TargetError(f"--position E (one flat index) applies to numpy.add.reduce "
+                                  f"and numpy.cumsum; a matrix op takes --position I,J")
+            if index is not None and index != flat:
+                raise TargetError(f"--position {flat} and --index {index} disagree")
+            return make_target(name, n=n, shape=shape, dtype=dtype, layout=layout,
+                               offset=offset, threads=threads, axis=axis, index=flat,
+                               device=device, env=env, batched=batched)
+        whole = make_target(name, n=n, shape=shape, dtype=dtype, layout=layout, offset=offset,
+                            threads=threads, axis=axis, index=index, device=device, env=env,
+                            batched=batched)
+        return at_output(whole, output)
     if env is not None and not (isinstance(env, Mapping) and len(env) == 0):
         from .isolated import ChildTarget
 
+        extra = {} if batched is None else {"batched": batched}
         return ChildTarget(name, env, n=n, shape=shape, dtype=dtype, layout=layout, offset=offset,
-                           threads=threads, axis=axis, index=index, device=device)
+                           threads=threads, axis=axis, index=index, device=device, **extra)
     if not isinstance(name, str) or not name.strip():
         raise TargetError(f"target name must be a non-empty string, got {name!r}")
     if dtype is None:
@@ -133,7 +178,8 @@ def make_target(
 
         refuse(name, device=device)
         cond = conditions(name, dtype, layout, offset, threads)
-        return user.build(name.strip(), n=n, shape=shape, cond=cond, axis=axis, index=index)
+        return user.build(name.strip(), n=n, shape=shape, cond=cond, axis=axis, index=index,
+                          batched=batched)
     base, subscripts = _split_name(name)
     if base not in _MODULES:
         close = difflib.get_close_matches(base, list(_MODULES), n=1)

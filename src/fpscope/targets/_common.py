@@ -186,3 +186,71 @@ class MatrixTarget(LibraryTarget):
             self._stage = (np.zeros((self.M, self.K), dtype=dtype), np.zeros((self.K, self.N), dtype=dtype))
             self._used = (0, 0)
         return self._stage
+
+
+class OutputTarget(Target):
+    """Output (i, j) of a matrix op as a reduction of its own: ``evaluate`` puts each probe
+    vector in row i of A (B = ones) and reads output (i, j), one call per vector;
+    ``evaluate_products`` puts a in row i of A and b in column j of B. Per-pair FPRev on this
+    target reveals that one output's tree (fpscope ``reveal --position I,J``).
+
+    Raises (constructor):
+        TargetError: (i, j) outside the op's (M, N) outputs.
+    """
+
+    has_products = True
+
+    def __init__(self, whole: Target, i: int, j: int):
+        if not (0 <= i < whole.max_rows and 0 <= j < whole.max_cols):
+            raise TargetError(f"{whole.name}: output ({i}, {j}) is outside its "
+                              f"{whole.max_rows}x{whole.max_cols} outputs")
+        super().__init__(whole.n, whole.in_format, whole.out_format)
+        self.name, self.whole, self.i, self.j = whole.name, whole, int(i), int(j)
+
+    def _call_one(self, x: np.ndarray) -> float:
+        P = np.zeros((self.i + 1, self.n), dtype=np.float64)
+        P[self.i] = x
+        Q = np.ones((self.n, self.j + 1))
+        return float(self.whole.evaluate_outer(P, Q)[self.i, self.j])
+
+    def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
+        P = np.zeros((self.i + 1, self.n), dtype=np.float64)
+        P[self.i] = a
+        Q = np.zeros((self.n, self.j + 1))
+        Q[:, self.j] = b
+        return float(self.whole.evaluate_outer(P, Q)[self.i, self.j])
+
+    @property
+    def calls(self) -> int:
+        return self.whole.calls
+
+    @calls.setter
+    def calls(self, value) -> None:  # the whole op counts its calls
+        pass
+
+    def spec(self) -> dict:
+        return {**self.whole.spec(), "output": [self.i, self.j]}
+
+    def close(self) -> None:
+        self.whole.close()
+
+
+def at_output(whole: Target, output) -> Target:
+    """:class:`OutputTarget` of ``whole`` at ``output`` = (i, j).
+
+    Raises:
+        TargetError: ``whole`` is not a matrix op, or a bad position.
+    """
+    if not whole.is_matrix:
+        whole.close()
+        raise TargetError(f"{whole.name} is not a matrix op: --position I,J needs one")
+    try:
+        i, j = (int(v) for v in output)
+    except (TypeError, ValueError):
+        whole.close()
+        raise TargetError(f"--position must be I,J (two integers), got {output!r}") from None
+    try:
+        return OutputTarget(whole, i, j)
+    except TargetError:
+        whole.close()
+        raise

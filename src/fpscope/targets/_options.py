@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from ..formats import FORMATS, Format, get_format
 from .base import TargetError
 
-#: Memory layouts of the probed operands: C order, Fortran order (2-D operands; a 1-D array is
-#: both), or a view whose last axis has a stride of two elements.
-LAYOUTS = ("C", "F", "strided")
+#: Memory layouts of the probed operands: C order, Fortran order (2-D and 3-D operands; a 1-D
+#: array is both), a view whose last axis has a stride of two elements, or "T": the transpose of
+#: a C-order array of the reversed shape (F's strides, reached through a transpose; 1-D: C).
+LAYOUTS = ("C", "F", "strided", "T")
 
 
 def as_int(target: str, option: str, value, minimum: int) -> int:
@@ -78,6 +79,8 @@ def as_shape(target: str, shape, lengths: tuple[int, ...]) -> tuple[int, ...]:
         raise TargetError(f"{target}: shape must be a tuple of integers, got {shape!r}")
     if len(shape) not in lengths:
         want = " or ".join(str(k) for k in lengths)
+        if len(lengths) > 2:
+            want = ", ".join(str(k) for k in lengths[:-1]) + f" or {lengths[-1]}"
         raise TargetError(
             f"{target}: shape must have {want} dimensions, got {tuple(shape)!r}"
         )
@@ -122,6 +125,24 @@ def vector_length(target: str, n, shape) -> int:
     if n is None:
         raise TargetError(f"{target} needs n (the reduction length)")
     return as_int(target, "n", n, 1)
+
+
+def array_shape(target: str, n, shape, dims: tuple[int, ...] = (1, 2, 3)) -> tuple[int, ...]:
+    """Shape of an array reduced whole (no axis), given as ``n`` (1-D) or ``shape`` with a
+    number of dimensions in ``dims``; the tree has prod(shape) leaves.
+
+    Raises:
+        TargetError: neither given, a bad value (a zero dimension), a number of dimensions not
+            in ``dims``, or n given beside a shape with a different element count.
+    """
+    if shape is None:
+        return (vector_length(target, n, None),)
+    dims_ok = as_shape(target, shape, dims)
+    leaves = 1
+    for s in dims_ok:
+        leaves *= s
+    check_leaves(target, n, leaves)
+    return dims_ok
 
 
 def matrix_dims(target: str, n, shape, has_rows: bool, has_cols: bool) -> tuple[int, int, int]:

@@ -7,10 +7,24 @@ what it returns (a Python float is fp64, a numpy.float32 is fp32, ...), found by
 zeros. The array is placed as asked (layout, offset) and reused for every call: the function
 must not keep it. Modules are imported with the current folder on ``sys.path`` (as ``python -m``
 does); a file spec is recorded with its absolute path, so records verify from any folder. ``threads`` limits BLAS threads (threadpoolctl) until ``close()``.
+
+Batched functions (``f.fpscope_batched = True``, the :func:`batched` decorator, or
+``make_target(..., batched=True)`` / ``fpscope reveal ... --batched``) take a 2-D array of B probe
+rows instead, shape (B, n), in the storage dtype and placed as asked (every row has the layout's
+element stride and starts ``offset`` bytes after a 64-byte boundary, as numpy.sum's batched rows),
+and return the B reductions, one per row: a 1-D array of length B (or a list) of fp64, fp32, fp16
+or bf16 values, whose dtype is the output format. ``evaluate`` then calls the function on chunks
+of rows (at most :data:`BATCH_BYTES` of storage per call), ``evaluate_each`` on one row at a time
+(a (1, n) array), and the reveal's "batched = single" check compares the two. The rows passed are
+the reveal's own probe buffer where it comes from ``input_buffer`` (no copy, as for numpy.sum),
+else a reused placed copy: the function must neither keep nor modify them (a function that
+writes into its rows spoils later probes; the reveal's checks then fail, since ``evaluate_each``
+works on its own buffer).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -21,10 +35,57 @@ from pathlib import Path
 import numpy as np
 
 from ._common import LibraryTarget
-from ._memory import placed_zeros
+from ._memory import placed_rows, placed_zeros
 from ._options import Conditions
 from ._threads import BlasThreadLimit
 from .base import TargetError
+
+#: Bytes of probe rows (in the storage dtype) passed to one call of a batched function, as
+#: numpy.sum's batched calls (:data:`fpscope.targets.numpy_targets.BATCH_BYTES`).
+BATCH_BYTES = 32 << 20
+
+#: The attribute that declares a function batched (see :func:`batched`).
+BATCHED_ATTRIBUTE = "fpscope_batched"
+
+
+def batched(fn):
+    """Declare ``fn`` batched: it takes a (B, n) array of probe rows and returns B outputs.
+
+    Sets ``fn.fpscope_batched = True`` and returns ``fn`` (use as ``@fpscope.batched``). An object
+    that takes no attributes (a bound method, a builtin) is wrapped in a function that has it.
+
+    Example::
+
+        @fpscope.batched
+        def my_sum(rows):          # rows: (B, n)
+            return np.sum(rows, axis=1)
+    """
+    if not callable(fn):
+        raise TypeError(f"batched() takes a callable, got {type(fn).__name__}")
+    try:
+        setattr(fn, BATCHED_ATTRIBUTE, True)
+        return fn
+    except (AttributeError, TypeError):
+        pass
+
+    @functools.wraps(fn)
+    def wrapper(rows):
+        return fn(rows)
+
+    setattr(wrapper, BATCHED_ATTRIBUTE, True)
+    return wrapper
+
+
+def declared_batched(spec: str, fn) -> bool:
+    """Whether ``fn`` declares itself batched (its ``fpscope_batched`` attribute).
+
+    Raises:
+        TargetError: the attribute is there but not True or False.
+    """
+    flag = getattr(fn, BATCHED_ATTRIBUTE, False)
+    if isinstance(flag, (bool, np.bool_)):
+        return bool(flag)
+    raise TargetError(f"{spec}: {BATCHED_ATTRIBUTE} must be True or False, got {flag!r}")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -143,45 +204,182 @@ def scalar_of(name: str, y) -> float:
         raise TargetError(f"{name} returned {type(y).__name__}, not a number") from None
 
 
+def _describe(y) -> str:
+    """A short description of a returned value for messages: type, and dtype and shape."""
+    shape, dtype = getattr(y, "shape", None), getattr(y, "dtype", None)
+    if shape is not None:
+        return f"{type(y).__name__} of shape {tuple(shape)} and dtype {dtype}"
+    if isinstance(y, (list, tuple)):
+        return f"a {type(y).__name__} of {len(y)} items"
+    return type(y).__name__
+
+
+def outputs_of(name: str, y, rows: int) -> np.ndarray:
+    """The (rows,) float64 values of a batched function's result (exact widening).
+
+    Accepts a 1-D array (numpy, ml_dtypes, torch, jax) or a list / tuple of numbers, of length
+    ``rows``.
+
+    Raises:
+        TargetError: a scalar, an array of more than one dimension, the wrong length, or values
+            that are not real numbers; the message names what was returned.
+    """
+    want = f"a 1-D array of {rows} outputs (one per row)"
+    try:
+        a = np.asarray(y)
+    except Exception:  # e.g. a torch bfloat16 tensor, which numpy cannot read
+        a = None
+    if a is None or a.dtype == object:
+        if getattr(y, "ndim", 1) != 1 and hasattr(y, "shape"):
+            raise TargetError(f"{name} returned {_describe(y)}, not {want}")
+        try:
+            a = np.array([float(v) for v in y], dtype=np.float64)
+        except Exception:
+            raise TargetError(f"{name} returned {_describe(y)}, not {want} of numbers") from None
+    if a.ndim != 1:
+        what = " (a scalar)" if a.ndim == 0 else ""
+        raise TargetError(f"{name} returned {_describe(y)}{what}, not {want}")
+    if a.shape[0] != rows:
+        raise TargetError(f"{name} returned {a.shape[0]} outputs for {rows} rows "
+                          f"({_describe(y)}), not {want}")
+    if a.dtype.kind == "c":
+        raise TargetError(f"{name} returned complex numbers ({_describe(y)}), not real outputs")
+    if a.dtype.kind not in "fiuV":  # V: ml_dtypes' bfloat16 and friends
+        raise TargetError(f"{name} returned {_describe(y)}, not numbers")
+    try:
+        return a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TargetError(f"{name} returned {_describe(y)}, not numbers") from None
+
+
+def outputs_format(name: str, y):
+    """The Format of a batched function's result: the dtype of the array, or of the numbers
+    in a list (Python floats are fp64).
+
+    Raises:
+        TargetError: a dtype that is not one of fp64, fp32, fp16, bf16.
+    """
+    if getattr(y, "dtype", None) is not None:
+        return result_format(name, y)
+    try:
+        a = np.asarray(y)
+    except Exception:
+        a = None
+    if a is not None and a.dtype.kind not in "biuO":
+        return result_format(name, a)
+    first = y[0] if len(y) else 0.0
+    return result_format(name, first)
+
+
 class CallableTarget(LibraryTarget):
-    """A user function f(x) -> scalar over a 1-D array x of n elements; n leaves.
+    """A user function f(x) -> scalar over a 1-D array x of n elements; n leaves. A batched
+    function f(rows) -> B outputs over a (B, n) array of rows (see the module).
 
     Args:
         spec: ``"package.module:function"`` or ``"path/to/file.py:function"``.
         n: input length.
         cond: probe conditions (format, layout, offset, threads).
+        batched: True: the function takes (B, n) rows; False: one 1-D array; None: as the
+            function declares (its ``fpscope_batched`` attribute, default False).
 
     Raises:
-        TargetError: the function cannot be loaded (see :func:`load_function`). Errors raised by
-            the function during ``evaluate`` also become one-line TargetErrors.
+        TargetError: the function cannot be loaded (see :func:`load_function`), or its first
+            result (on zeros) is not what it should be. Errors raised by the function during
+            ``evaluate`` also become one-line TargetErrors.
     """
 
-    def __init__(self, spec: str, n: int, cond: Conditions):
+    def __init__(self, spec: str, n: int, cond: Conditions, batched: bool | None = None):
         fn = load_function(spec)
         spec = absolute_spec(spec)
         super().__init__(spec, n, cond, (n,))
         self._fn = fn
-        self._buf = placed_zeros((n,), self.storage_dtype, cond.layout, cond.offset)
+        declared = declared_batched(spec, fn)
+        self.batched = declared if batched is None else bool(batched)
+        self._overridden = batched is not None and bool(batched) != declared
         limit = BlasThreadLimit(spec, cond.threads)
         self._closers.append(limit.restore)
-        first = self._guarded(self._fn, self._buf)
-        scalar_of(spec, first)  # one real number, or a one-line TargetError now
-        self.out_format = result_format(spec, first)
+        if self.batched:
+            self._buf = self._placed_rows(1)  # evaluate_each: one row at a time
+            self._rows: np.ndarray | None = None  # evaluate: where foreign rows are copied to
+            self._given: np.ndarray | None = None  # the rows handed out by input_buffer
+            self.step = max(1, BATCH_BYTES // (self.storage_dtype.itemsize * n))
+            trial = self._placed_rows(min(2, self.step))
+            first = self._guarded(self._fn, trial)
+            outputs_of(spec, first, trial.shape[0])  # B real numbers, or a one-line error now
+            self.out_format = outputs_format(spec, first)
+        else:
+            self._buf = placed_zeros((n,), self.storage_dtype, cond.layout, cond.offset)
+            first = self._guarded(self._fn, self._buf)
+            scalar_of(spec, first)  # one real number, or a one-line TargetError now
+            self.out_format = result_format(spec, first)
+
+    def _placed_rows(self, rows: int) -> np.ndarray:
+        return placed_rows(rows, self.n, self.storage_dtype, self.cond.layout, self.cond.offset)
 
     def _call_one(self, x: np.ndarray) -> float:
+        if self.batched:
+            self._buf[0] = x
+            return float(outputs_of(self.name, self._fn(self._buf), 1)[0])
         self._buf[...] = x
         return scalar_of(self.name, self._fn(self._buf))
 
+    def input_buffer(self, rows: int) -> np.ndarray:
+        """(rows, n) rows placed like the function's input (offset, layout) for a batched
+        function, which ``evaluate`` then passes on without a copy; see Target.input_buffer."""
+        if not self.batched:
+            return super().input_buffer(rows)
+        self._given = self._placed_rows(rows)
+        return self._given
+
+    def _owns(self, X: np.ndarray) -> bool:
+        R = self._given
+        return (
+            R is not None
+            and X.shape[0] <= R.shape[0]
+            and X.strides == R.strides
+            and X.__array_interface__["data"][0] == R.__array_interface__["data"][0]
+        )
+
+    def evaluate(self, X) -> np.ndarray:
+        """(B,) float64 outputs of the function on each row of X (shape (B, n)): a batched
+        function is called on chunks of at most :attr:`step` rows (X itself where it is the
+        head of :meth:`input_buffer`'s rows, else a placed copy); an unbatched one once per row.
+        Raises TargetError on a bad shape, a value not representable in the input format, a
+        result that is not one output per row, or an exception of the function."""
+        if not self.batched:
+            return self.evaluate_each(X)
+        X = self._check(X)
+        out = np.empty(X.shape[0], dtype=np.float64)
+        owned = self._owns(X)
+        for lo in range(0, X.shape[0], self.step):
+            chunk = X[lo : lo + self.step]
+            r = chunk.shape[0]
+            if owned:
+                rows = chunk
+            else:
+                if self._rows is None or self._rows.shape[0] < r:
+                    self._rows = self._placed_rows(min(self.step, X.shape[0]))
+                rows = self._rows[:r]
+                rows[...] = chunk
+            y = self._guarded(self._fn, rows)
+            out[lo : lo + r] = outputs_of(self.name, y, r)
+        return out
+
     def spec(self) -> dict:
         """As LibraryTarget.spec, plus ``import_root``: the folder a module spec was imported
-        from (``fpscope verify`` puts it on sys.path again)."""
+        from (``fpscope verify`` puts it on sys.path again), and ``"batched": true`` for a
+        batched function (``"batched": false`` where make_target overrode the function's
+        declaration), so that verify and gate rebuild it the same way."""
         out = super().spec()
         if not _is_file(self.name.rpartition(":")[0]):
             out["import_root"] = os.getcwd()
+        if self.batched or self._overridden:
+            out["batched"] = self.batched
         return out
 
 
-def build(name: str, *, n, shape, cond: Conditions, axis, index) -> CallableTarget:
+def build(name: str, *, n, shape, cond: Conditions, axis, index,
+          batched: bool | None = None) -> CallableTarget:
     """Build a callable target from its spec string.
 
     Raises:
@@ -190,4 +388,4 @@ def build(name: str, *, n, shape, cond: Conditions, axis, index) -> CallableTarg
     from ._options import refuse, vector_length
 
     refuse(name, axis=axis, index=index)
-    return CallableTarget(name, vector_length(name, n, shape), cond)
+    return CallableTarget(name, vector_length(name, n, shape), cond, batched=batched)

@@ -3,7 +3,7 @@
 ==================  ============================================  ======
 name                one call                                      leaves
 ==================  ============================================  ======
-jax.numpy.sum       ``jnp.sum(x)``, x of shape (n,)               n
+jax.numpy.sum       ``jnp.sum(x)``, x (n,), (R,C) or (R,C,D)      prod
 jax.numpy.dot       ``jnp.dot(x, ones(n))``                       n
 jax.numpy.matmul    ``jnp.matmul(A, B)``, (M, K) @ (K, N)          K
 ==================  ============================================  ======
@@ -79,10 +79,13 @@ class _JaxTarget(LibraryTarget):
 
 
 class JaxReduce(_JaxTarget):
-    """``jnp.sum(x)`` or ``jnp.dot(x, ones(n))`` for a 1-D x of n elements."""
+    """``jnp.sum(x)`` or ``jnp.dot(x, ones(n))`` for a 1-D x of n elements; ``jnp.sum`` also of
+    a whole 2-D or 3-D x (no axis; C order only), leaf k being ``x[np.unravel_index(k, shape)]``."""
 
-    def __init__(self, name: str, n: int, cond, device: str | None = None):
-        super().__init__(name, n, cond, (n,))
+    def __init__(self, name: str, n, cond, device: str | None = None):
+        shape = tuple(int(s) for s in n) if isinstance(n, tuple) else (int(n),)
+        n = int(np.prod(shape))
+        super().__init__(name, n, cond, shape)
         fn = name.rsplit(".", 1)[1]
         arity = 2 if fn == "dot" else 1
         self._jax_init(device, lambda z: getattr(self.jnp, fn)(*[z(1)] * arity))
@@ -93,7 +96,7 @@ class JaxReduce(_JaxTarget):
         self.has_products = arity == 2
 
     def _call_one(self, x: np.ndarray) -> float:
-        y = self._fn(self._array(x), *self._ones)
+        y = self._fn(self._array(x.reshape(self.shape)), *self._ones)
         return float(np.asarray(y).astype(np.float64))
 
     def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
@@ -125,11 +128,13 @@ def build(name: str, *, n, shape, cond, axis, index, device=None) -> LibraryTarg
     Raises:
         TargetError: jax missing, or options that do not fit the target.
     """
-    from ._options import matrix_dims, refuse, vector_length
+    from ._options import array_shape, matrix_dims, refuse, vector_length
 
     refuse(name, axis=axis, index=index)
     import_jax()
-    if name in ("jax.numpy.sum", "jax.numpy.dot"):
+    if name == "jax.numpy.sum":
+        return JaxReduce(name, array_shape(name, n, shape), cond, device)
+    if name == "jax.numpy.dot":
         return JaxReduce(name, vector_length(name, n, shape), cond, device)
     if name == "jax.numpy.matmul":
         return JaxMatmul(matrix_dims(name, n, shape, True, True), cond, device)

@@ -6,7 +6,7 @@ calls like its own):
 ==========================  ==================================================  ================
 name                        one call                                            leaves
 ==========================  ==================================================  ================
-numpy.sum                   ``np.sum(x)``, x of shape (n,)                      n
+numpy.sum                   ``np.sum(x)``, x of shape (n,), (R,C) or (R,C,D)    prod(shape)
 numpy.dot                   ``np.dot(x, ones(n))``                              n
 numpy.cumsum                ``np.cumsum(x)[index]``, x of shape (n,)            index + 1
 numpy.add.reduce            ``np.add.reduce(A, axis)[index]``, A of shape (R,C) shape[axis]
@@ -16,9 +16,9 @@ numpy.matmul                ``np.matmul(A, B)``, (M, K) @ (K, N)                
 numpy.einsum[SUBSCRIPTS]    ``np.einsum(subscripts, ...)`` (see ``_einsum``)    K
 ==========================  ==================================================  ================
 
-Every probed operand is placed in memory as asked (layout "C", "F" or "strided"; ``offset`` bytes
-after a 64-byte boundary, cases/README.md C4) and reused for every call. ``threads`` limits the
-BLAS threads (threadpoolctl) until ``close()``.
+Every probed operand is placed in memory as asked (layout "C", "F", "strided" or "T"; ``offset``
+bytes after a 64-byte boundary, cases/README.md C4) and reused for every call. ``threads`` limits
+the BLAS threads (threadpoolctl) until ``close()``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import numpy as np
 
 from ._common import LibraryTarget, MatrixTarget, output_format
 from ._einsum import EinsumPlan, parse_einsum
-from ._memory import placed_rows, placed_zeros
-from ._options import Conditions, as_int, as_shape, check_leaves, vector_length
+from ._memory import placed_batch, placed_rows, placed_zeros
+from ._options import Conditions, array_shape, as_int, as_shape, check_leaves, vector_length
 from ._threads import BlasThreadLimit
 from .base import TargetError
 
@@ -71,13 +71,21 @@ class _NumpyTarget(LibraryTarget):
 
 
 class NumpySum(_NumpyTarget):
-    """``np.sum`` of a 1-D array of n elements.
+    """``np.sum`` of a whole array: 1-D of n elements, or 2-D / 3-D of shape ``shape`` (no axis).
+
+    Leaves are numbered by the element's logical C-order flat index, whatever the layout: leaf k
+    is ``a[np.unravel_index(k, shape)]``, so a probe row x fills ``a[...] = x.reshape(shape)``.
+    ``np.sum`` of an array whose dimensions its iterator can merge (C, F, T and strided are all
+    such) adds the elements in memory order, like the 1-D sum of the memory-order vector (checked
+    bitwise by tests/test_sum_nd.py on numpy 2.4.6).
 
     ``evaluate(X)`` sums all probe rows of X in few calls, ``np.sum(rows, axis=1)`` on a (B, n)
     array whose rows are placed like the 1-D input (same element stride, same address modulo
     64), where that is known to give the bits of one ``np.sum`` call per row (dtypes in
-    :attr:`BATCHED`; checked bitwise by the tests). Elsewhere it makes one call per row, like
-    ``evaluate_each``. Set ``batched = False`` on an instance to force one call per row.
+    :attr:`BATCHED`; checked bitwise by the tests); for a 2-D or 3-D shape, ``np.sum`` over axes
+    1..ndim of a (B, *shape) array each of whose ``[b]`` is placed like the input (layouts in
+    :attr:`BATCHED_LAYOUTS`). Elsewhere it makes one call per row, like ``evaluate_each``. Set
+    ``batched = False`` on an instance to force one call per row.
     """
 
     #: dtypes for which a row-wise ``np.sum(axis=1)`` equals per-row ``np.sum`` bit for bit:
@@ -85,22 +93,40 @@ class NumpySum(_NumpyTarget):
     #: 2^16, random normal data, C and strided layouts, aligned and unaligned offsets).
     BATCHED = frozenset({"fp64", "fp32", "fp16", "bf16"})
 
-    def __init__(self, n: int, cond: Conditions):
-        super().__init__("numpy.sum", n, cond, (n,))
+    #: layouts of 2-D / 3-D arrays for which ``np.sum`` over all axes but the first of a
+    #: (B, *shape) array equals per-``[b]`` ``np.sum`` bit for bit: all four on numpy 2.4.6
+    #: (tests/test_sum_nd.py: 2-D and 3-D shapes, every dtype, aligned and unaligned offsets).
+    BATCHED_LAYOUTS = frozenset({"C", "F", "strided", "T"})
+
+    def __init__(self, shape, cond: Conditions):
+        if not isinstance(shape, tuple):
+            shape = (int(shape),)
+        shape = tuple(int(s) for s in shape)
+        n = int(np.prod(shape))
+        super().__init__("numpy.sum", n, cond, shape)
         self.out_format = _out_format(self.name, cond.fmt, lambda dt: np.sum(np.zeros(1, dt)))
-        self._buf = self._placed((n,))
+        self._nd = len(shape) > 1
+        self._axes = tuple(range(1, len(shape) + 1)) if self._nd else 1
+        self._buf = self._placed(shape)
         self._rows: np.ndarray | None = None  # where foreign inputs are copied to
         self._given: np.ndarray | None = None  # the buffer handed out by input_buffer
-        self.batched = cond.fmt.name in self.BATCHED
+        self.batched = cond.fmt.name in self.BATCHED and (
+            not self._nd or cond.layout in self.BATCHED_LAYOUTS
+        )
         self._start()
 
     def _call_one(self, x: np.ndarray) -> float:
-        self._buf[...] = x
+        self._buf[...] = x.reshape(self.shape) if self._nd else x
         return float(np.sum(self._buf))
+
+    def _flat_rows(self) -> bool:
+        """True when a (B, n) array of placed 1-D rows, reshaped to (B, *shape), is placed like
+        the input (layouts whose memory order is the logical C order)."""
+        return not self._nd or self.cond.layout in ("C", "strided")
 
     def input_buffer(self, rows: int) -> np.ndarray:
         """(rows, n) rows placed like the op's input (offset, layout); see Target.input_buffer."""
-        if not self.batched:
+        if not self.batched or not self._flat_rows():
             return super().input_buffer(rows)
         self._given = placed_rows(rows, self.n, self.storage_dtype, self.cond.layout, self.cond.offset)
         return self._given
@@ -114,10 +140,28 @@ class NumpySum(_NumpyTarget):
             and X.__array_interface__["data"][0] == R.__array_interface__["data"][0]
         )
 
+    def _arrays(self, rows: np.ndarray) -> np.ndarray:
+        """(B, n) placed rows as (B, *shape) arrays, a view (never a copy: that would lose the
+        placement)."""
+        if not self._nd:
+            return rows
+        view = rows.reshape(rows.shape[0], *self.shape)
+        if not np.may_share_memory(view, rows):  # pragma: no cover - numpy always views here
+            raise TargetError(f"{self.name}: internal error: placed rows were copied")
+        return view
+
+    def _placed_rows(self, rows: int) -> np.ndarray:
+        """Staging buffer for ``rows`` probe rows: (rows, n) placed rows (1-D), or a
+        (rows, *shape) array each of whose ``[b]`` is placed like the input."""
+        dtype, layout, offset = self.storage_dtype, self.cond.layout, self.cond.offset
+        if not self._nd:
+            return placed_rows(rows, self.n, dtype, layout, offset)
+        return placed_batch(rows, self.shape, dtype, layout, offset)
+
     def evaluate(self, X) -> np.ndarray:
-        """(B,) float64 outputs of ``np.sum`` on each row of X (shape (B, n)); batched where
-        exact (see the class). Raises TargetError on a bad shape or a value not representable
-        in the input format."""
+        """(B,) float64 outputs of ``np.sum`` on each row of X (shape (B, n), row b the array in
+        logical C order); batched where exact (see the class). Raises TargetError on a bad shape
+        or a value not representable in the input format."""
         if not self.batched:
             return self.evaluate_each(X)
         X = self._check(X)
@@ -125,19 +169,17 @@ class NumpySum(_NumpyTarget):
         out = np.empty(X.shape[0], dtype=np.float64)
         if self._owns(X):  # X is (the head of) our placed buffer: no copy needed
             for lo in range(0, X.shape[0], step):
-                out[lo : lo + step] = self._guarded(np.sum, X[lo : lo + step], 1)
+                rows = self._arrays(X[lo : lo + step])
+                out[lo : lo + step] = self._guarded(np.sum, rows, self._axes)
             return out
         for lo in range(0, X.shape[0], step):
             chunk = X[lo : lo + step]
             r = chunk.shape[0]
             if self._rows is None or self._rows.shape[0] < r:
-                self._rows = placed_rows(
-                    min(step, X.shape[0]), self.n, self.storage_dtype,
-                    self.cond.layout, self.cond.offset,
-                )
+                self._rows = self._placed_rows(min(step, X.shape[0]))
             rows = self._rows[:r]
-            rows[...] = chunk
-            out[lo : lo + r] = self._guarded(np.sum, rows, 1)
+            rows[...] = chunk.reshape(rows.shape)
+            out[lo : lo + r] = self._guarded(np.sum, rows, self._axes)
         return out
 
 
@@ -350,7 +392,7 @@ def build(name: str, *, n, shape, cond: Conditions, axis, index, subscripts=None
         return NumpyCumsum(length, index, cond)
     refuse(name, axis=axis, index=index)
     if name == "numpy.sum":
-        return NumpySum(vector_length(name, n, shape), cond)
+        return NumpySum(array_shape(name, n, shape), cond)
     if name == "numpy.dot":
         return NumpyDot(vector_length(name, n, shape), cond)
     if name == "numpy.matmul":

@@ -84,8 +84,12 @@ class SimulatedMatmul(Target):
         if self.tree_for is None:
             return replay(self.tree, leaves, self.acc)
         out = np.empty(len(coords))
+        groups: dict = {}  # outputs of one tree replay in one batch
         for b, (r, c) in enumerate(coords):
-            out[b] = replay(self.tree_for(r, c), leaves[b], self.acc)
+            t = self.tree_for(r, c)
+            groups.setdefault(id(t), (t, []))[1].append(b)
+        for t, rows in groups.values():
+            out[rows] = replay(t, leaves[rows], self.acc)
         return out
 
     def evaluate_outer(self, P, Q) -> np.ndarray:

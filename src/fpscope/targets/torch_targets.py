@@ -3,7 +3,7 @@
 ==============  =========================================  ======
 name            one call                                   leaves
 ==============  =========================================  ======
-torch.sum       ``torch.sum(x)``, x of shape (n,)          n
+torch.sum       ``torch.sum(x)``, x (n,), (R,C), (R,C,D)   prod
 torch.dot       ``torch.dot(x, ones(n))``                  n
 torch.mv        ``torch.mv(A, x)``, A (M, K), x (K,)       K
 torch.mm        ``torch.mm(A, B)``, (M, K) @ (K, N)        K
@@ -114,16 +114,20 @@ class _TorchTarget(LibraryTarget):
 
 
 class TorchReduce(_TorchTarget):
-    """``torch.sum(x)`` or ``torch.dot(x, ones(n))`` for a 1-D x of n elements."""
+    """``torch.sum(x)`` or ``torch.dot(x, ones(n))`` for a 1-D x of n elements; ``torch.sum``
+    also of a whole 2-D or 3-D x (no dim), whose leaves are numbered by the element's logical
+    C-order flat index (leaf k is ``x[np.unravel_index(k, shape)]``) whatever the layout."""
 
-    def __init__(self, name: str, n: int, cond, device: str | None = None):
-        super().__init__(name, n, cond, (n,))
+    def __init__(self, name: str, n, cond, device: str | None = None):
+        shape = tuple(int(s) for s in n) if isinstance(n, tuple) else (int(n),)
+        n = int(np.prod(shape))
+        super().__init__(name, n, cond, shape)
         self._dot = name == "torch.dot"
         fn = name.split(".", 1)[1]
         arity = 2 if self._dot else 1
         self._torch_init(device, lambda z: getattr(self.torch, fn)(*[z(1)] * arity))
         self._fn = getattr(self.torch, fn)
-        self._x = self._operand((n,))
+        self._x = self._operand(shape)
         self._args = [self._x[1]]
         if self._dot:
             ones = self._operand((n,))
@@ -134,7 +138,7 @@ class TorchReduce(_TorchTarget):
         self._start()
 
     def _call_one(self, x: np.ndarray) -> float:
-        self._fill(self._x, x)
+        self._fill(self._x, x.reshape(self.shape))
         return float(self._widen(self._fn(*self._args)))
 
     def _call_pair(self, a: np.ndarray, b: np.ndarray) -> float:
@@ -176,11 +180,13 @@ def build(name: str, *, n, shape, cond, axis, index, device=None) -> LibraryTarg
     Raises:
         TargetError: torch missing, or options that do not fit the target.
     """
-    from ._options import matrix_dims, refuse, vector_length
+    from ._options import array_shape, matrix_dims, refuse, vector_length
 
     refuse(name, axis=axis, index=index)
     import_torch()
-    if name in ("torch.sum", "torch.dot"):
+    if name == "torch.sum":
+        return TorchReduce(name, array_shape(name, n, shape), cond, device)
+    if name == "torch.dot":
         return TorchReduce(name, vector_length(name, n, shape), cond, device)
     if name == "torch.mv":
         return TorchProduct(name, matrix_dims(name, n, shape, True, False), cond, device)
