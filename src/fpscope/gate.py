@@ -40,7 +40,7 @@ POLICIES = ("bitwise", "tolerant", "record")
 
 #: the probe conditions of a record's "target" spec that make_target takes
 _CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index", "env",
-                   "output")
+                   "output", "batched")
 
 
 class GateError(ValueError):
