@@ -404,6 +404,20 @@ def _make_target(args):
                        output=_parse_position(getattr(args, "position", None)))
 
 
+def _class_difference(classes: list, k: int) -> str:
+    """How class k's tree differs from class 0's: the smallest differing subtree."""
+    from .diff import Side, diff_trees
+    from .tree import SumTree
+
+    a, b = (SumTree.from_json(classes[i]["tree"]) for i in (0, k))
+    d = diff_trees(Side("A", tree=a), Side("B", tree=b))
+    if d.subtree is None:
+        return d.verdict
+    s = d.subtree
+    return (f"smallest differing subtree ({len(s['leaves'])} leaves): A {s['a_text']}, "
+            f"here {s['b_text']}")
+
+
 def _parse_position(text):
     """``"I,J"`` -> (I, J); ``"E"`` -> E; None stays None."""
     if text is None:
@@ -741,6 +755,9 @@ def _write_text(console, record: dict, tree, args) -> None:
             console.print(f"  {letter}: {c['count']} outputs: {escape(positions_text(c['outputs']))}",
                           highlight=False)
             console.print(f"     {escape(c['summary'])}", highlight=False)
+            if k:
+                console.print(f"     vs A: {escape(_class_difference(record['classes'], k))}",
+                              highlight=False)
             if c.get("arithmetic"):
                 console.print(f"     arithmetic: {escape(c['arithmetic']['described'])}",
                               highlight=False)
