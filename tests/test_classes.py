@@ -122,3 +122,22 @@ def test_classes_in_the_record_verify_and_gate(tmp_path, capsys):
     assert main(["verify", str(path), "--samples", "16"]) == 0
     g = gate(str(path), samples=16)
     assert g.passed and g.bits["classes"] == len(classes)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_add_reduce_every_output(axis):
+    """numpy.add.reduce without an index: every output answers its own probe vector in one call;
+    here they all share one tree, the one per-output reveals find."""
+    from fpscope.targets import make_target
+    from fpscope.targets.base import TargetError
+
+    shape = (48, 6) if axis == 0 else (6, 48)
+    with make_target("numpy.add.reduce", shape=shape, axis=axis) as t:
+        assert t.is_matrix and (t.max_rows, t.max_cols) == (6, 1)
+        res = reveal(t, replay_samples=8)
+        with pytest.raises(TargetError, match="multiplies nothing"):
+            t.evaluate_outer(np.ones((2, 48)), np.full((48, 1), 2.0))
+    assert res.replay["bit_exact"]
+    for index in (0, 5):
+        with make_target("numpy.add.reduce", shape=shape, axis=axis, index=index) as one:
+            assert reveal(one, replay_samples=4).tree == res.tree

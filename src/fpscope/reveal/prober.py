@@ -64,8 +64,8 @@ class Prober:
         self.max_rows = max(1, max_batch_bytes // (self.dtype.itemsize * self.n))
         if mode == "single":  # one op call per probe, output (0, 0) of a matrix op
             self.mode = "single"
-        elif target.is_matrix:
-            self.mode = "grid" if mask.u == 1.0 else "outer-rows"
+        elif target.is_matrix:  # multi-output ops without products take probes on rows only
+            self.mode = "grid" if mask.u == 1.0 and target.has_products else "outer-rows"
             if self.mode == "outer-rows":
                 self.max_rows = max(1, min(self.max_rows, target.max_rows))
         else:

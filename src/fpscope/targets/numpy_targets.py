@@ -230,27 +230,65 @@ class NumpyCumsum(_NumpyTarget):
 
 
 class NumpyAddReduce(_NumpyTarget):
-    """Output ``index`` of ``np.add.reduce(A, axis)`` for a 2-D A of shape (R, C).
+    """``np.add.reduce(A, axis)`` for a 2-D A of shape (R, C): output ``index``, or with
+    ``index`` None every output at once.
 
-    The probe vector fills column ``index`` (axis 0) or row ``index`` (axis 1) of A and every
-    other entry is 0; the tree has shape[axis] leaves (cases/README.md C2: a reduction along a
-    non-contiguous axis is a sequential chain per output).
+    One output: the probe vector fills column ``index`` (axis 0) or row ``index`` (axis 1) of A
+    and every other entry is 0; the tree has shape[axis] leaves (cases/README.md C2: a reduction
+    along a non-contiguous axis is a sequential chain per output).
+
+    Every output (``index`` None): the target is a multi-output op (``is_matrix``, outputs as an
+    (outputs, 1) grid): ``evaluate_outer(P, ones)`` puts row r of P in output r's slice and
+    returns the outputs of one call, so each output answers its own probe vector and the
+    reveal finds every tree among the outputs (:mod:`fpscope.reveal.classes`). ``evaluate``
+    reads output 0.
     """
 
-    def __init__(self, shape: tuple[int, int], axis: int, index: int, cond: Conditions):
+    def __init__(self, shape: tuple[int, int], axis: int, index: int | None, cond: Conditions):
         super().__init__("numpy.add.reduce", shape[axis], cond, shape, axis=axis, index=index)
         self.out_format = _out_format(
             self.name, cond.fmt, lambda dt: np.add.reduce(np.zeros((1, 1), dt), axis=0)
         )
         self._buf = self._placed(shape)
+        if index is None:
+            self.is_matrix = True
+            self.max_rows, self.max_cols = shape[1 - axis], 1
         self._start()
 
     def _call_one(self, x: np.ndarray) -> float:
+        index = 0 if self.index is None else self.index
         if self.axis == 0:
-            self._buf[:, self.index] = x
+            self._buf[:, index] = x
         else:
-            self._buf[self.index, :] = x
-        return float(np.add.reduce(self._buf, axis=self.axis)[self.index])
+            self._buf[index, :] = x
+        return float(np.add.reduce(self._buf, axis=self.axis)[index])
+
+    def evaluate_outer(self, P, Q) -> np.ndarray:
+        """Every output at once (``index`` None): row r of P is output r's input vector; Q must
+        be ones of shape (n, 1) (the op multiplies nothing). Returns (R, 1) float64.
+
+        Raises:
+            TargetError: one output was asked for, bad shapes, Q not ones, a value not
+                representable in the input format.
+        """
+        if self.index is None:
+            P = self.as_storage(P)
+            Q = np.asarray(Q)
+            if P.ndim != 2 or P.shape[1] != self.n or not 1 <= P.shape[0] <= self.max_rows:
+                raise TargetError(f"{self.name}: P must have shape (R, {self.n}) with 1 <= R <= "
+                                  f"{self.max_rows}, got {P.shape}")
+            if Q.shape != (self.n, 1) or not np.all(Q == 1):
+                raise TargetError(f"{self.name} multiplies nothing: B must be ones of shape "
+                                  f"({self.n}, 1)")
+            R = P.shape[0]
+            self._buf[...] = 0
+            if self.axis == 0:
+                self._buf[:, :R] = P.T
+            else:
+                self._buf[:R, :] = P
+            out = self._guarded(np.add.reduce, self._buf, self.axis)
+            return np.asarray(out[:R], dtype=np.float64)[:, None]
+        return super().evaluate_outer(P, Q)
 
 
 class NumpyEinsumVector(_NumpyTarget):
@@ -424,7 +462,9 @@ def _build_add_reduce(n, shape, axis, index, cond: Conditions) -> NumpyAddReduce
     axis %= 2
     check_leaves(name, n, shape[axis])
     other = shape[1 - axis]
-    index = as_int(name, "index", 0 if index is None else index, 0)
+    if index is None:  # every output
+        return NumpyAddReduce(shape, axis, None, cond)
+    index = as_int(name, "index", index, 0)
     if index >= other:
         raise TargetError(
             f"{name}: index must be below {other} (the outputs of axis {axis}), got {index}"
