@@ -120,6 +120,10 @@ def test_classes_in_the_record_verify_and_gate(tmp_path, capsys):
     assert sum(int(m.sum()) for _, m, _ in classes) == 64 * 64
     assert not np.logical_and(classes[0][1], classes[1][1]).any()
     assert main(["verify", str(path), "--samples", "16"]) == 0
+    from fpscope.report import _classes_html
+
+    html = _classes_html(rec)  # the matrix report's cell shows every class
+    assert f"{len(classes)} trees among the outputs" in html and html.count("<li>") == len(classes)
     g = gate(str(path), samples=16)
     assert g.passed and g.bits["classes"] == len(classes)
 

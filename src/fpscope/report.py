@@ -234,6 +234,21 @@ def _same_as(result: MatrixResult) -> dict:
     return out
 
 
+def _classes_html(rec: dict | None) -> str:
+    """Matrix ops whose outputs add in different orders: each class's positions and summary."""
+    classes = (rec or {}).get("classes")
+    if not classes:
+        return ""
+    from .reveal.classes import positions_text
+
+    items = "".join(
+        f'<li><b>{chr(65 + k) if k < 26 else k}</b>: {c["count"]} outputs, '
+        f'{_e(positions_text(c["outputs"]))}: {_e(c["summary"])}</li>'
+        for k, c in enumerate(classes))
+    return (f'<div class="muted">{len(classes)} trees among the outputs (the summary above is '
+            f'output (0, 0)\'s):<ul>{items}</ul></div>')
+
+
 def _acc_text(rec: dict | None) -> str:
     """The node arithmetic in words (node formats, product entries); /1 records: the
     accumulator."""
@@ -310,7 +325,7 @@ def _section_cells(result: MatrixResult) -> str:
             f'<td class="nowrap">{_e(c.size_text)}</td><td>{_e(c.layout)}</td>'
             f'<td class="num">{_e(c.threads_text)}</td>'
             f'<td>{_badge(cr.tree_id)}</td><td class="muted same">{_e(same.get(cr.index, ""))}</td>'
-            f'<td class="summary">{_e(cr.summary or "")}{state}</td>'
+            f'<td class="summary">{_e(cr.summary or "")}{_classes_html(cr.record)}{state}</td>'
             f'<td class="acc">{_e(_acc_text(cr.record))}</td>'
             f'<td class="num">{cr.seconds:.2f}</td><td>{record}</td></tr>')
     return (
