@@ -1,98 +1,211 @@
-"""Benchmark: time to reveal real numpy trees, beside a re-implementation of the published FPRev.
+"""Benchmark: fpscope's reveal beside the published FPRev algorithm, side by side in one run.
 
-Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick] [--rows N]
+Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick] [--gemm-1024-runs 1]
+     python benchmarks/bench_reveal.py --rows N     (probe rows of one np.sum reveal)
 
-Prints one table: median seconds of fpscope's reveal (tree + consistency checks, without the
-replay check), probes and calls per leaf, the published algorithm's median seconds on the same
-op in the same run (recursive, pivot = lowest index, one op call per probe, no checks; written
-from the paper's description, FPRev, Xie et al., USENIX ATC 2025), and the ratio. Targets from
-issue 2: np.sum fp32 n=16384 <= 0.35 s; numpy matmul fp32 K-order n=1024 < 1 s.
+The baseline is :mod:`fprev_published` (this folder): the published algorithm as its reference
+code runs it (recursive, lowest-index pivot, one op call per probe, the input built once and
+modified in place per probe). Every case is run ``--repeats`` times, fpscope and the baseline
+interleaved (fpscope, published, fpscope, published, ...), and the table shows medians and the
+ratio fpscope / published (below 1: fpscope is faster). Every case asserts that both found the
+same tree (for a GEMM: the tree of output C[0, 0], the only one the baseline reveals).
+
+Cases:
+
+* np.sum fp32 n = 8192 and 16384, np.dot fp32 n = 8192: fpscope's time is
+  ``RevealResult.stats.seconds`` of ``fpscope.reveal.reveal(target, replay_samples=0)`` (the
+  tree and its consistency checks; not the accumulator probe, the node arithmetic or the replay);
+* numpy.matmul fp32 n x n x n, n = 256 and 1024: fpscope reveals every tree among the n^2
+  outputs and where each is used (fpscope.reveal.classes; same time measure); the baseline
+  reveals C[0, 0] only, one n^3 GEMM per probe. Its n = 1024 run takes minutes here, so it runs
+  ``--gemm-1024-runs`` times (default 1; 0 skips it);
+* the whole process ``fpscope reveal numpy.sum --n 1000`` (tree, checks, accumulator, node
+  arithmetic, replay of 32 inputs per distribution, environment capture, text output) against
+  a process running ``benchmarks/fprev_published.py 1000`` (np.sum, the tree printed): wall
+  time of each subprocess, Python start-up and imports included. Both run with a warm
+  bytecode cache in a private folder (PYTHONPYCACHEPREFIX, as an installed package has its
+  .pyc files), after one warm-up run each; the row "(no .pyc)" runs them as this environment
+  does when PYTHONDONTWRITEBYTECODE is set, fpscope then compiling its sources every time.
+
+Targets (issue: this machine, AMD EPYC, 2 cores): np.sum fp32 n = 16384 ratio <= 0.25
+(stretch 0.15); numpy.matmul every output revealed: n = 1024 < 2 s, n = 256 < 0.5 s; the whole
+process at most 3x the published one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from fpscope.reveal import reveal
-from fpscope.targets import make_target
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import fprev_published as pub  # noqa: E402  (this folder's baseline)
+
+from fpscope.reveal import reveal  # noqa: E402
+from fpscope.targets import make_target  # noqa: E402
+from fpscope.tree import SumTree  # noqa: E402
 
 
-def published_fprev(f, n: int, M: float = 2.0**127, u: float = 1.0):
-    """The published recursive FPRev: lowest-index pivot, one call of f per probe."""
-    sys.setrecursionlimit(max(10000, 4 * n))
-    base = np.full(n, u, dtype=np.float32)
-    calls = [0]
-
-    def lca(i, j):
-        x = base.copy()
-        x[i], x[j] = M, -M
-        calls[0] += 1
-        return n - int(round(float(f(x)) / u))
-
-    def solve(leaves):
-        if len(leaves) == 1:
-            return leaves[0], 1
-        p = leaves[0]
-        groups: dict[int, list] = {}
-        for j in leaves[1:]:
-            groups.setdefault(lca(p, j), []).append(j)
-        node, size = p, 1
-        for L in sorted(groups):
-            sub, sub_size = solve(groups[L])
-            if sub_size == len(groups[L]):
-                node = (node, sub)
-            else:
-                node = tuple(sub) + (node,) if isinstance(sub, tuple) else (sub, node)
-            size = L
-        return node, size
-
-    solve(list(range(n)))
-    return calls[0]
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown CPU"
 
 
-def _gemm_c00(n: int):
-    """C[0, 0] of an n x n x n float32 GEMM whose row 0 of A is the probe (B = ones): what the
-    published FPRev probes for a matrix multiplication, one GEMM per probe."""
-    A = np.zeros((n, n), dtype=np.float32)
-    B = np.ones((n, n), dtype=np.float32)
-
-    def f(x):
-        A[0] = x
-        return (A @ B)[0, 0]
-
-    return f
+def load_average() -> str:
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
 
 
-def _dot_ones(n: int):
-    """np.dot(x, ones): the published probe of a dot product."""
-    y = np.ones(n, dtype=np.float32)
-    return lambda x: np.dot(x, y)
+# -- one run of each side ----------------------------------------------------------------------
+
+def run_fpscope(name: str, n: int):
+    """fpscope's reveal: (seconds of the tree and its checks, calls, the tree of output 0 / (0, 0),
+    number of trees among the outputs)."""
+    t = make_target(name, n=n)
+    try:
+        res = reveal(t, replay_samples=0)
+    finally:
+        t.close()
+    return res.stats.seconds, res.stats.calls, res.tree, len(res.classes or [res.tree])
 
 
-def _vecmat_0(n: int):
-    """Output 0 of x @ A with A = ones (n x n): the published probe of a vector-matrix product."""
-    A = np.ones((n, n), dtype=np.float32)
-    return lambda x: (x @ A)[0]
+def run_published(impl_cls, n: int):
+    """The published FPRev on a fresh op: (seconds, calls, tree)."""
+    impl = impl_cls(n)
+    t0 = time.perf_counter()
+    nested, calls = pub.fprev(impl)
+    return time.perf_counter() - t0, calls, SumTree(nested)
 
 
-def _median_time(fn, repeats: int):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+def _process_env(pyc_dir: str | None) -> dict:
+    env = dict(os.environ)
+    if pyc_dir is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pyc_dir
+    return env
+
+
+def _fpscope_command(n: int) -> list[str]:
+    exe = Path(sys.executable).with_name("fpscope")
+    if exe.exists():
+        return [str(exe), "reveal", "numpy.sum", "--n", str(n)]
+    return [sys.executable, "-c", "import sys; from fpscope.cli import main; sys.exit(main())",
+            "reveal", "numpy.sum", "--n", str(n)]
+
+
+def run_process(cmd: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    dt = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {res.stderr.decode(errors='replace')[-500:]}")
+    return dt
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved runs per case (median)")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    ap.add_argument("--gemm-1024-runs", type=int, default=1, metavar="R",
+                    help="runs of the published GEMM at the largest n (minutes each; 0: skip)")
+    ap.add_argument("--rows", type=int, metavar="N", help="instead of the table: probe rows "
+                    "that revealing np.sum fp32 of N leaves evaluates, and np.sum's time per row")
+    args = ap.parse_args(argv)
+    if args.rows:
+        return rows_report(args.rows)
+    q = args.quick
+    big_gemm = 256 if q else 1024
+    cases = [  # label, fpscope target, n, published op, published runs
+        ("np.sum fp32", "numpy.sum", 1024 if q else 8192, pub.NumpySum, args.repeats),
+        ("np.sum fp32", "numpy.sum", 2048 if q else 16384, pub.NumpySum, args.repeats),
+        ("np.dot fp32", "numpy.dot", 1024 if q else 8192, pub.NumpyDot, args.repeats),
+        ("matmul fp32, every output", "numpy.matmul", 64 if q else 256, pub.NumpyGEMM, args.repeats),
+        ("matmul fp32, every output", "numpy.matmul", big_gemm, pub.NumpyGEMM, args.gemm_1024_runs),
+    ]
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; numpy {np.__version__}; "
+          f"load average at start: {load_average()}", flush=True)
+    results = []
+    for label, name, n, impl, pub_runs in cases:
+        fs, ps, calls = [], [], None
+        tree = None
+        for r in range(max(args.repeats, pub_runs)):
+            if r < args.repeats:
+                secs, fcalls, ftree, ntrees = run_fpscope(name, n)
+                fs.append(secs)
+                if tree is None:
+                    tree = ftree
+                assert ftree == tree, f"{label} n={n}: fpscope's tree changed between runs"
+            if r < pub_runs:
+                secs, pcalls, ptree = run_published(impl, n)
+                ps.append(secs)
+                calls = pcalls
+                assert ptree == tree, (f"{label} n={n}: the published algorithm and fpscope "
+                                       f"found different trees")
+        results.append((label, n, statistics.median(fs), fcalls, ntrees,
+                        statistics.median(ps) if ps else None, calls, len(ps)))
+        print(f"  done: {label} n={n}", file=sys.stderr, flush=True)
+
+    # the whole process: fpscope's CLI beside a process running the published algorithm
+    n_cli = 1000
+    _, _, ftree, _ = run_fpscope("numpy.sum", n_cli)
+    assert SumTree(pub.fprev(pub.NumpySum(n_cli))[0]) == ftree
+    proc_rows = []
+    pyc = tempfile.mkdtemp(prefix="fpscope-bench-pyc-")
+    try:
+        for label, env in (("whole process", _process_env(pyc)),
+                           ("whole process (no .pyc)", _process_env(None) | {"PYTHONDONTWRITEBYTECODE": "1"})):
+            cmds = (_fpscope_command(n_cli), [sys.executable, str(HERE / "fprev_published.py"), str(n_cli)])
+            for c in cmds:  # warm-up (fills the bytecode cache)
+                run_process(c, env)
+            fs, ps = [], []
+            for _ in range(args.repeats):
+                fs.append(run_process(cmds[0], env))
+                ps.append(run_process(cmds[1], env))
+            proc_rows.append((label, statistics.median(fs), statistics.median(ps)))
+    finally:
+        shutil.rmtree(pyc, ignore_errors=True)
+
+    head = (f"{'case':28s} {'n':>6s} {'fpscope s':>10s} {'calls':>7s} {'trees':>6s} "
+            f"{'published s':>12s} {'calls':>7s} {'fpscope/published':>18s}")
+    print(head)
+    print("-" * len(head))
+    for label, n, fsec, fcalls, ntrees, psec, pcalls, pruns in results:
+        pubtxt = (f"{psec:12.3f} {pcalls:7d} {fsec / psec:18.3f}" if psec is not None
+                  else f"{'-':>12s} {'-':>7s} {'-':>18s}")
+        note = "" if pruns in (0, args.repeats) else f"  (published: {pruns} run)"
+        print(f"{label:28s} {n:6d} {fsec:10.3f} {fcalls:7d} {ntrees:6d} {pubtxt}{note}")
+    for label, fsec, psec in proc_rows:
+        print(f"{label:28s} {n_cli:6d} {fsec:10.3f} {'':>7s} {'':>6s} {psec:12.3f} {'':>7s} "
+              f"{fsec / psec:18.3f}")
+    print(f"medians of {args.repeats} interleaved runs; 'trees': distinct trees among the outputs "
+          f"(matmul: fpscope reveals every output's tree, the published algorithm C[0,0]'s only); "
+          f"load average at the end: {load_average()}")
+    return 0
 
 
 def rows_report(n: int) -> int:
-    """Rows of n floats that one reveal of np.sum sums (every call's batch counted), the time
-    np.sum takes per such row in 256-row batches (the reveal's batch at n = 16384), and their
-    product beside the reveal's time."""
+    """Rows of n floats that one reveal of np.sum sums (every call's batch counted), beside the
+    time np.sum takes per row in 256-row batches of ones and the reveal's time."""
     t = make_target("numpy.sum", n=n)
     rows = [0]
     evaluate = t.evaluate
@@ -104,56 +217,17 @@ def rows_report(n: int) -> int:
     t.evaluate = counting
     res = reveal(t, replay_samples=0)
     t.close()
-    X = np.ones((256, n), dtype=np.float32)
-    per_row, _ = _median_time(lambda: [np.sum(X, axis=1) for _ in range(50)], 3)
-    per_row /= 50 * 256
-    print(f"np.sum fp32 n = {n}: {rows[0]} probe rows in {res.stats.calls} calls; np.sum takes "
-          f"{per_row * 1e6:.2f} us per row, {rows[0] * per_row:.3f} s for all of them; the "
-          f"reveal took {res.stats.seconds:.3f} s")
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
-    ap.add_argument("--rows", type=int, metavar="N", help="instead of the table: probe rows "
-                    "that revealing np.sum fp32 of N leaves evaluates, and np.sum's time per row")
-    args = ap.parse_args(argv)
-    if args.rows:
-        return rows_report(args.rows)
-    q = args.quick
-    cases = [
-        ("np.sum fp32", "numpy.sum", {"n": 1024 if q else 8192}, lambda x: np.sum(x)),
-        ("np.sum fp32", "numpy.sum", {"n": 2048 if q else 16384}, lambda x: np.sum(x)),
-        ("np.dot fp32", "numpy.dot", {"n": 1024 if q else 8192}, _dot_ones(1024 if q else 8192)),
-        ("x @ A fp32", "numpy.vecmat", {"n": 256 if q else 2048}, _vecmat_0(256 if q else 2048)),
-        ("matmul K-order fp32", "numpy.matmul", {"n": 128 if q else 512}, _gemm_c00(128 if q else 512)),
-        ("matmul K-order fp32", "numpy.matmul", {"n": 256 if q else 1024}, None),
-    ]
-    rows = []
-    for label, name, kw, direct in cases:
-        def run():
-            t = make_target(name, **kw)
-            try:
-                return reveal(t, replay_samples=0)
-            finally:
-                t.close()
-
-        secs, res = _median_time(run, args.repeats)
-        n = res.tree.n
-        base_secs = base_calls = None
-        if direct is not None:
-            base_secs, base_calls = _median_time(lambda: published_fprev(direct, n), args.repeats)
-        rows.append((label, n, secs, res.stats.probes / n, res.stats.calls / n, base_secs, base_calls))
-
-    head = f"{'case':22s} {'n':>6s} {'fpscope s':>10s} {'probes/leaf':>12s} {'calls/leaf':>11s} " \
-           f"{'published s':>12s} {'calls/leaf':>11s} {'speed-up':>9s}"
-    print(head)
-    print("-" * len(head))
-    for label, n, secs, ppl, cpl, bs, bc in rows:
-        pub = f"{bs:12.3f} {bc / n:11.2f} {bs / secs:8.2f}x" if bs else f"{'-':>12s} {'-':>11s} {'-':>9s}"
-        print(f"{label:22s} {n:6d} {secs:10.3f} {ppl:12.2f} {cpl:11.3f} {pub}")
+    X = np.ones((256, n), dtype=np.float32)  # touched memory (np.zeros would read one zero page)
+    reps = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(20):
+            np.sum(X, axis=1)
+        reps.append((time.perf_counter() - t0) / (20 * 256))
+    per_row = statistics.median(reps)
+    print(f"np.sum fp32 n = {n}: {rows[0]} probe rows in {res.stats.calls} calls (the reveal, its "
+          f"accumulator and node-arithmetic probes); np.sum takes {per_row * 1e6:.2f} us per row, "
+          f"{rows[0] * per_row:.3f} s for all of them; the reveal took {res.stats.seconds:.3f} s")
     return 0
 
 

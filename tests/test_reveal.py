@@ -161,21 +161,25 @@ def test_outputs_with_different_k_order_are_reported():
     base = SumTree.pairwise(32)
     other = SumTree.sequential(32)
 
-    # columns 30 and 31 (an edge tile) use another K-order: found by the batched grid, then the
-    # tree of output (0, 0) is revealed alone and the difference is reported
+    # columns 30 and 31 (an edge tile) use another K-order: found by the batched grid, then every
+    # tree among the outputs is revealed with its positions (reveal/classes.py)
     res = reveal(SimulatedMatmul(base, 2, 32, tree_for=lambda r, c: other if c >= 30 else base))
     assert res.tree == base
     note = res.stats.checks["shared_k_order_outputs"]
     assert note.startswith("no:") and "output (0, 0)" in note
+    assert [c["tree"] for c in res.classes] == [base, other]
+    assert np.array_equal(np.argwhere(res.classes[1]["mask"])[:, 1], [30, 31, 30, 31])
 
-    # an odd output outside the probed grid is found by the shared-order check, with its position
+    # one odd output: its own class, at its position
     res = reveal(SimulatedMatmul(base, 4, 2, tree_for=lambda r, c: other if (r, c) == (3, 1) else base))
     assert res.tree == base
-    assert "(3,1)" in res.stats.checks["shared_k_order_outputs"]
+    assert [c["tree"] for c in res.classes] == [base, other]
+    assert np.argwhere(res.classes[1]["mask"]).tolist() == [[3, 1]]
 
-    # output (0, 0) itself differs from the rest: its own tree is revealed
+    # output (0, 0) itself differs from the rest: its own tree is the record's tree
     res = reveal(SimulatedMatmul(base, 4, 4, tree_for=lambda r, c: other if (r, c) == (0, 0) else base))
     assert res.tree == other
+    assert np.argwhere(res.classes[0]["mask"]).tolist() == [[0, 0]]
 
 
 # -- checks that must fire ----------------------------------------------------------------------

@@ -29,7 +29,6 @@ import shutil
 from pathlib import Path
 from typing import Optional, Union
 
-import graphviz
 from rich.text import Text
 from rich.tree import Tree
 
@@ -379,7 +378,9 @@ def to_rich(
 
 
 # -- Graphviz --------------------------------------------------------------------------------------
-def _digraph(tree: SumTree, max_leaves: int, max_nodes: int) -> graphviz.Digraph:
+def _digraph(tree: SumTree, max_leaves: int, max_nodes: int) -> "graphviz.Digraph":
+    import graphviz  # here, not at import: the text output of the CLI never needs it
+
     st = NodeStats(tree.root)
     noun = "products" if tree.has_c else "terms"
     spans = _Spans(st, noun)
@@ -494,6 +495,8 @@ def render_bytes(tree: SumTree, fmt: str = "svg", max_leaves: int = 512, max_nod
     if fmt == "dot":
         return g.source.encode("utf-8")
     _check_dot()
+    import graphviz
+
     try:
         return g.pipe(format=fmt, quiet=True)
     except graphviz.ExecutableNotFound:

@@ -46,11 +46,32 @@ def fprev(
     """
     n = prober.n
     leaves = np.arange(n) if leaves is None else np.asarray(leaves)
-    rng = np.random.default_rng(seed)
     if packed:
-        return Staged(prober, leaves, rng, progress, membership_min).run()
-    tasks = [Task(np.sort(leaves))]
-    frontier, done = [0], 0
+        return Staged(prober, leaves, np.random.default_rng(seed), progress, membership_min).run()
+    stages, done, vals = fprev_stages(leaves, seed), 0, None
+    while True:
+        try:
+            pairs = stages.send(vals)  # the first send(None) starts it
+        except StopIteration as stop:
+            return stop.value
+        vals = prober.lca_sizes(pairs)
+        done += len(vals)
+        if progress:
+            progress(done, n)
+
+
+def fprev_stages(leaves, seed: int = 0):
+    """Plain FPRev (:func:`fprev` without ``packed``) as a generator, for callers that answer
+    the probes of several reveals in shared calls (:mod:`fpscope.reveal.classes`): it yields
+    each stage's (P, 2) array of pairs (pivot, partner), is sent their l values, and returns
+    the canonical nested-tuple tree (``StopIteration.value``; a single leaf yields nothing).
+
+    Raises:
+        RevealError("inconsistent"): group sizes contradict the l values.
+    """
+    rng = np.random.default_rng(seed)
+    tasks = [Task(np.sort(np.asarray(leaves)))]
+    frontier = [0]
     while frontier:
         live = [tid for tid in frontier if len(tasks[tid].members) > 1]
         if not live:
@@ -61,12 +82,10 @@ def fprev(
             pick_pivot(t, rng)
             others.append(t.members[t.members != t.pivot])
         counts = [len(o) for o in others]
-        vals = prober.lca_sizes(np.stack([np.repeat([tasks[tid].pivot for tid in live], counts),
-                                          np.concatenate(others)], axis=1))
-        done += len(vals)
-        if progress:
-            progress(done, n)
-        frontier = add_groups(tasks, np.repeat(live, counts), np.concatenate(others), vals)
+        vals = yield np.stack([np.repeat([tasks[tid].pivot for tid in live], counts),
+                               np.concatenate(others)], axis=1)
+        frontier = add_groups(tasks, np.repeat(live, counts), np.concatenate(others),
+                              np.asarray(vals, dtype=np.int64))
     return combine(tasks, binary=False)
 
 

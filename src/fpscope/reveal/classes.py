@@ -8,11 +8,14 @@ units) and B = ones, so output (r, c) returns n - l(i_r, j_r) under ITS OWN tree
 column c of that row, from one call (FPRev, Xie et al., ATC 2025, with the batched matrix probe).
 
 1. Signatures: a few calls put one random pair in every row; outputs that answer differently
-   belong to different trees, so the answers group the positions into candidate classes.
-2. Each class runs FPRev (:func:`fpscope.reveal.algorithms.fprev`) through a
-   :class:`ClassOracle`: its pairs go to rows where the class has outputs, and every call's
-   answers are kept for every class present in each row (later classes start from them). All
-   outputs of one class in one row must agree, else the class is split and the search restarts.
+   belong to different trees, so the answers group the positions into candidate classes. (One
+   call cannot carry several signature pairs: outputs of different rows would then answer
+   different pairs, and only outputs that answered the same pairs alike may share a class.)
+2. Every class runs FPRev (:func:`fpscope.reveal.algorithms.fprev_stages`), all classes stage by
+   stage together: a call gives each row one pair, each class's pairs go to rows where the
+   class has outputs, and every call's answers are kept for every class present in each row (a
+   pair placed for one class also answers the others in its row). All outputs of one class in
+   one row must agree, else the class is split by that pair and the search restarts.
 3. Every output is checked against its class's tree with pairs that all outputs answer at once;
    outputs that disagree form a new class (a signature may merge two trees).
 """
@@ -49,105 +52,197 @@ class _Split(Exception):
         self.pair = pair
 
 
-class ClassOracle:
-    """l(i, j) of one class of output positions, answered through shared row calls.
+class _Caller:
+    """Op calls whose rows of A carry probe pairs, B = ones. The probe buffer is kept (units
+    everywhere); a call writes its +-M and puts the units back afterwards."""
 
-    ``n``, ``probes`` and :meth:`lca_sizes` are what :func:`fprev` asks of a prober.
-    """
-
-    def __init__(self, shared: "_Shared", k: int):
-        self.shared, self.k, self.n = shared, k, shared.n
-        self.probes = 0
-
-    def lca_sizes(self, pairs) -> np.ndarray:
-        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-        cache = self.shared.cache[self.k]
-        keys = [(min(a, b), max(a, b)) for a, b in pairs.tolist()]
-        need = sorted({p for p in keys if p not in cache})
-        if need:
-            self.shared.ask(np.asarray(need, dtype=np.int64), self.k)
-        self.probes += len(pairs)
-        return np.asarray([cache[p] for p in keys], dtype=np.int64)
-
-
-class _Shared:
-    """The calls and the answers of all classes."""
-
-    def __init__(self, target: Target, mask: Mask, labels: np.ndarray):
+    def __init__(self, target: Target, mask: Mask):
         self.target, self.mask, self.n = target, mask, target.n
-        self.labels = labels
-        self.K = int(labels.max()) + 1
-        self.members = [labels == k for k in range(self.K)]
-        self.rows = [np.flatnonzero(m.any(axis=1)) for m in self.members]
-        self.cache: list[dict] = [dict() for _ in range(self.K)]
+        dtype = target.in_format.numpy_dtype()
+        self.P = np.full((target.max_rows, self.n), mask.u, dtype=dtype)
+        self.ones = np.ones((self.n, target.max_cols), dtype=dtype)
         self.calls = 0
-        self.dtype = target.in_format.numpy_dtype()
-        self._ones = np.ones((self.n, target.max_cols), dtype=self.dtype)
 
     def call(self, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-        """One op call: row rows[t] carries pair pairs[t]; returns the (M, N) l values (0 in
-        rows that carry no pair)."""
-        t, m, n = self.target, self.mask, self.n
-        P = np.full((t.max_rows, n), m.u, dtype=self.dtype)
+        """One op call: row rows[t] carries pair pairs[t]; returns the (len(rows), N) l values
+        of those rows (rows without a pair hold units only and are not read).
+
+        Raises:
+            RevealError("not-units"): an output is not a whole number of units in [0, n-2].
+        """
+        m, n, P = self.mask, self.n, self.P
         P[rows, pairs[:, 0]] = m.M
         P[rows, pairs[:, 1]] = -m.M
-        out = np.asarray(t.evaluate_outer(P, self._ones), dtype=np.float64)
+        try:
+            out = np.asarray(self.target.evaluate_outer(P, self.ones), dtype=np.float64)
+        finally:
+            P[rows, pairs[:, 0]] = m.u
+            P[rows, pairs[:, 1]] = m.u
         self.calls += 1
-        k = out[rows] / m.u
-        ok = np.isfinite(k) & (k == np.round(k)) & (k >= 0) & (k <= n - 2)
-        if not ok.all():
-            r, c = (int(v) for v in np.argwhere(~ok)[0])
-            i, j = (int(v) for v in pairs[r])
-            raise RevealError("not-units", f"probe ({i}, {j}) at output ({rows[r]}, {c}) returned "
-                              f"{out[rows[r], c]!r}, not a whole number of units u = {m.u!r}")
-        L = np.zeros(out.shape, dtype=np.int64)
-        L[rows] = n - k.astype(np.int64)
-        return L
-
-    def ask(self, need: np.ndarray, k: int) -> None:
-        """Answer ``need`` (pairs i < j) for class k; keep what every call says of every class."""
-        rows_k = self.rows[k]
-        for s in range(0, len(need), len(rows_k)):
-            chunk = need[s : s + len(rows_k)]
-            rows = rows_k[: len(chunk)]
-            L = self.call(rows, chunk)
-            self._store(L, rows, chunk)
-
-    def _store(self, L, rows, pairs) -> None:
-        for k in range(self.K):
-            mem = self.members[k][rows]
-            present = mem.any(axis=1)
-            if not present.any():
-                continue
-            vals = L[rows]
-            lo = np.where(mem, vals, np.iinfo(np.int64).max).min(axis=1)
-            hi = np.where(mem, vals, -1).max(axis=1)
-            bad = present & (lo != hi)
-            if bad.any():
-                raise _Split(tuple(int(v) for v in pairs[int(np.flatnonzero(bad)[0])]))
-            cache = self.cache[k]
-            for (i, j), v in zip(pairs[present].tolist(), lo[present].tolist()):
-                cache[(min(i, j), max(i, j))] = v
+        every = len(rows) == len(out) and bool((rows == np.arange(len(out))).all())
+        k = out if every else out[rows]
+        if m.u != 1.0:
+            k = k / m.u
+        return _lca_values(k, n, out, rows, pairs, m.u)
 
     def common(self, pair) -> np.ndarray:
         """Every output answers one pair: the (M, N) l values."""
-        rows = np.arange(self.target.max_rows)
+        rows = np.arange(len(self.P))
         return self.call(rows, np.repeat(np.asarray([pair], dtype=np.int64), len(rows), axis=0))
+
+
+def _lca_values(k: np.ndarray, n: int, out, rows, pairs, u) -> np.ndarray:
+    """n - k as int32, for outputs k (in units) that must all be whole numbers in [0, n - 2];
+    ``out``, ``rows`` and ``pairs`` name the output that is not (RevealError "not-units").
+
+    One cast and one comparison: a value that is not a whole number in int32's range (NaN, inf,
+    a fraction, an unabsorbed M) casts to an integer that differs from it."""
+    with np.errstate(invalid="ignore"):
+        ki = k.astype(np.int32)
+    if not (np.array_equal(ki, k) and ki.min() >= 0 and ki.max() <= n - 2):
+        with np.errstate(invalid="ignore"):
+            kl = k.astype(np.int64)
+        r, c = (int(v) for v in np.argwhere((kl != k) | (kl < 0) | (kl > n - 2))[0])
+        i, j = (int(v) for v in pairs[r])
+        raise RevealError("not-units", f"probe ({i}, {j}) at output ({rows[r]}, {c}) returned "
+                          f"{out[rows[r], c]!r}, not a whole number of units u = {u!r}")
+    return np.subtract(n, ki, out=ki)
+
+
+class _Shared:
+    """The classes of one round: where each has outputs, and every answer any call gave it."""
+
+    def __init__(self, caller: _Caller, labels: np.ndarray):
+        self.caller, self.n, self.labels = caller, caller.n, labels
+        self.K = K = int(labels.max()) + 1
+        R, C = labels.shape
+        # first[r, k]: column of class k's first output in row r (-1: none in that row)
+        first = np.full((R, K), -1, dtype=np.int64)
+        if K <= 16:
+            for k in range(K):
+                m = labels == k
+                has = m.any(axis=1)
+                first[has, k] = m[has].argmax(axis=1)
+        else:
+            key = (np.arange(R)[:, None] * K + labels).reshape(-1)
+            u, idx = np.unique(key, return_index=True)
+            first.reshape(-1)[u] = idx % C
+        self.first = first
+        self.present = first >= 0
+        self.rows = [np.flatnonzero(self.present[:, k]) for k in range(K)]
+        # ref[r, c]: column of the first output of row r in the class of output (r, c)
+        self.ref = np.take_along_axis(first, labels, axis=1)
+        self.cache: list[dict] = [dict() for _ in range(K)]
+
+    def value(self, L: np.ndarray, k: int) -> int:
+        """Class k's answer in an (M, N) array of answers that every output gave to one pair
+        (signature answers: all outputs of a class agree on them)."""
+        r = int(self.rows[k][0])
+        return int(L[r, self.first[r, k]])
+
+    def answer(self, needs: dict) -> None:
+        """Calls until each class k has its ``needs[k]`` (pairs (i, j), i < j) in its cache.
+
+        Each call gives every row one pair: the classes with the fewest rows first, each puts
+        its pairs on free rows where it has outputs, skipping a pair already placed in this call
+        on a row where it has outputs; each call answers at least one pair."""
+        pending = dict(needs)
+        R = len(self.labels)
+        while True:
+            pending = {k: [p for p in ps if p not in self.cache[k]] for k, ps in pending.items()}
+            pending = {k: ps for k, ps in pending.items() if ps}
+            if not pending:
+                return
+            free = np.ones(R, dtype=bool)
+            placed: dict = {}  # pair -> rows that carry it in this call
+            rows, pairs = [], []
+            for k in sorted(pending, key=lambda k: len(self.rows[k])):
+                here = self.present[:, k]
+                todo = [p for p in pending[k] if not any(here[r] for r in placed.get(p, ()))]
+                avail = self.rows[k][free[self.rows[k]]][: len(todo)]
+                for r, p in zip(avail.tolist(), todo):
+                    placed.setdefault(p, []).append(r)
+                    pairs.append(p)
+                rows.append(avail)
+                free[avail] = False
+            rows = np.concatenate(rows)
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+            self.store(rows, pairs, self.caller.call(rows, pairs))
+
+    def store(self, rows: np.ndarray, pairs: np.ndarray, L: np.ndarray) -> None:
+        """Keep what one call (row rows[t] carrying pairs[t], answers L[t]) says of every class
+        present in each row; raises _Split where the outputs of a class in a row disagree."""
+        ref = np.take_along_axis(L, self.ref[rows], axis=1)
+        bad = (L != ref).any(axis=1)
+        if bad.any():
+            raise _Split(tuple(int(v) for v in pairs[int(np.flatnonzero(bad)[0])]))
+        first = self.first[rows]
+        vals = np.take_along_axis(L, np.maximum(first, 0), axis=1)
+        keys = [(i, j) if i < j else (j, i) for i, j in pairs.tolist()]
+        for k in range(self.K):
+            there = np.flatnonzero(first[:, k] >= 0)
+            cache = self.cache[k]
+            for t, v in zip(there.tolist(), vals[there, k].tolist()):
+                cache[keys[t]] = v
+
+
+def _fprev_all(sh: _Shared, n: int, seed: int) -> tuple[list, int]:
+    """FPRev of every class, stage by stage together (shared calls); returns the classes'
+    canonical trees and the number of l values FPRev asked."""
+    from .algorithms import fprev_stages
+
+    gens = [fprev_stages(np.arange(n), seed) for _ in range(sh.K)]
+    trees: list = [None] * sh.K
+    asked: list = [None] * sh.K
+
+    def step(k, vals):
+        try:
+            asked[k] = gens[k].send(vals)
+        except StopIteration as stop:
+            trees[k], asked[k] = stop.value, None
+
+    for k in range(sh.K):
+        step(k, None)
+    probes = 0
+    while any(a is not None for a in asked):
+        keys = {k: [(i, j) if i < j else (j, i) for i, j in a.tolist()]
+                for k, a in enumerate(asked) if a is not None}
+        sh.answer({k: list(dict.fromkeys(ks)) for k, ks in keys.items()})
+        for k, ks in keys.items():
+            cache = sh.cache[k]
+            probes += len(ks)
+            step(k, np.fromiter((cache[p] for p in ks), dtype=np.int64, count=len(ks)))
+    return trees, probes
 
 
 def _labels(sigs: list[np.ndarray]) -> np.ndarray:
     """Class labels of the positions: equal answers to every signature pair, equal label;
     numbered by first appearance in row-major order (output (0, 0) is class 0)."""
     shape = sigs[0].shape
-    lab = np.zeros(shape[0] * shape[1], dtype=np.int64)
-    for L in sigs:  # refine one pair at a time: 1-D uniques stay cheap at a million outputs
-        key = lab * (int(L.max()) + 1) + L.reshape(-1)
-        _, first, lab = np.unique(key, return_index=True, return_inverse=True)
-        order = np.argsort(first)
-        remap = np.empty_like(order)
-        remap[order] = np.arange(len(order))
-        lab = remap[lab.reshape(-1)]
-    return lab.reshape(shape)
+    size = shape[0] * shape[1]
+    lab = np.zeros(size, dtype=np.int64)
+    K = 1
+    for L in sigs:  # refine one pair at a time
+        vals = L.reshape(-1)
+        base = int(vals.max()) + 1
+        key = lab * base + vals
+        if K * base <= 1 << 22:  # dense: rank the keys present (no sort)
+            seen = np.zeros(K * base, dtype=bool)
+            seen[key] = True
+            rank = np.cumsum(seen) - 1
+            lab, K = rank[key], int(rank[-1]) + 1
+        else:
+            _, lab = np.unique(key, return_inverse=True)
+            lab = lab.reshape(-1)
+            K = int(lab.max()) + 1
+    # number by first appearance in row-major order
+    if K <= 32:
+        first = np.array([int(np.argmax(lab == k)) for k in range(K)])
+    else:
+        _, first = np.unique(lab, return_index=True)
+    remap = np.empty(K, dtype=np.int64)
+    remap[np.argsort(first)] = np.arange(K)
+    return remap[lab].reshape(shape)
 
 
 def reveal_classes(target: Target, mask: Mask, seed: int = 0, signature_pairs: int = 8,
@@ -172,55 +267,48 @@ def reveal_classes(target: Target, mask: Mask, seed: int = 0, signature_pairs: i
         RevealError: "inconsistent" (no set of trees explains the answers within
             ``max_rounds`` splits), or any probe error.
     """
-    from .algorithms import fprev
     from .checks import lca_sizes_of_tree
 
     n = target.n
     rng = np.random.default_rng(seed + 7)
-    probe = _Shared(target, mask, np.zeros((target.max_rows, target.max_cols), dtype=np.int64))
+    caller = _Caller(target, mask)
 
     def rand_pair():
         i, j = rng.choice(n, size=2, replace=False)
         return int(min(i, j)), int(max(i, j))
 
     sig_pairs = [rand_pair() for _ in range(signature_pairs)]
-    sigs = [probe.common(p) for p in sig_pairs]
-    calls = probe.calls
+    sigs = [caller.common(p) for p in sig_pairs]
     for rnd in range(max_rounds):
         labels = _labels(sigs)
-        sh = _Shared(target, mask, labels)
-        # the signature answers are known for every class
-        for p, L in zip(sig_pairs, sigs):
+        sh = _Shared(caller, labels)
+        for p, L in zip(sig_pairs, sigs):  # the signature answers are known for every class
             for k in range(sh.K):
-                sh.cache[k][p] = int(L[sh.members[k]][0])
+                sh.cache[k][p] = sh.value(L, k)
         try:
-            trees, probes = [], 0
-            for k in range(sh.K):
-                oracle = ClassOracle(sh, k)
-                nested = fprev(oracle, seed=seed)
-                tree = SumTree.from_canonical(nested, n)
+            nested, probes = _fprev_all(sh, n, seed)
+            trees = []
+            for k, nest in enumerate(nested):
+                tree = SumTree.from_canonical(nest, n)
                 cached = np.asarray(list(sh.cache[k].keys()), dtype=np.int64).reshape(-1, 2)
                 want = np.asarray(list(sh.cache[k].values()), dtype=np.int64)
                 if len(cached) and not np.array_equal(lca_sizes_of_tree(tree, cached), want):
                     raise RevealError("inconsistent", f"class {k}: the answers of its outputs "
                                       f"fit no single tree")
                 trees.append(tree)
-                probes += oracle.probes
         except _Split as exc:
-            calls += sh.calls
             sig_pairs.append(exc.pair)
-            sigs.append(probe.common(exc.pair))
-            calls += 1
+            sigs.append(caller.common(exc.pair))
             continue
-        calls += sh.calls
         # check every output against its class's tree on pairs all outputs answer at once
         bad = np.zeros(labels.shape, dtype=bool)
         checks = [rand_pair() for _ in range(check_pairs)]
-        for p in checks:
-            L = probe.common(p)
-            calls += 1
-            want = np.asarray([lca_sizes_of_tree(t, np.asarray([p]))[0] for t in trees])
-            bad |= L != want[labels]
+        if checks:
+            want = np.stack([lca_sizes_of_tree(t, np.asarray(checks, dtype=np.int64))
+                             for t in trees])  # (classes, pairs)
+        for idx, p in enumerate(checks):
+            L = caller.common(p)
+            bad |= L != want[:, idx][labels]
             if bad.any():
                 sig_pairs.append(p)
                 sigs.append(L)
@@ -228,7 +316,7 @@ def reveal_classes(target: Target, mask: Mask, seed: int = 0, signature_pairs: i
         if bad.any():
             continue
         classes = _merge(trees, labels)
-        stats = {"calls": calls, "probes": probes + (signature_pairs + check_pairs)
+        stats = {"calls": caller.calls, "probes": probes + (signature_pairs + check_pairs)
                  * labels.size, "rounds": rnd + 1, "checked": len(checks) * labels.size}
         return classes, stats
     raise RevealError("inconsistent", f"the outputs' answers fit no set of trees after "
@@ -246,7 +334,6 @@ def _merge(trees: list[SumTree], labels: np.ndarray) -> list[OutputClass]:
         else:
             out.append(OutputClass(t, m.copy()))
     return out
-
 
 # -- compact descriptions of position sets ---------------------------------------------------
 

@@ -200,13 +200,17 @@ def reveal(
             rep["note"] = ("the tree has fused multi-term nodes; their node arithmetic is not "
                            "modelled by the replay (exact sum, one rounding)")
         elif not rep["bit_exact"]:
+            from .compensation import probe_two_inputs  # what the replay could not model
+
+            two = probe_two_inputs(target, tree, arith, evaluate=evaluate)
+            rep["two_input_probes"] = two
             err = RevealError(
                 "replay",
                 f"the revealed tree, replayed with its measured node arithmetic "
                 f"({arith.describe()}), matches the op on only {rep['matched']} of "
                 f"{rep['samples']} random inputs: the op is not a fixed tree of rounded "
                 f"additions (compensated or exact summation, data-dependent order, or an "
-                f"arithmetic the probes did not see)",
+                f"arithmetic the probes did not see); {two['summary']}",
             )
             err.result = result  # the tree and the failed replay, kept as evidence
             raise err

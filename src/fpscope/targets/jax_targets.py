@@ -15,6 +15,15 @@ NUMERICS.md "Conversions") and handed to jax as numpy arrays of the storage dtyp
 need it). jax copies every input into its own buffers, so layout and offset cannot be chosen, and
 XLA's CPU thread pool is fixed when jax starts (set ``XLA_FLAGS`` before that), so these targets
 refuse ``layout``, ``offset`` and ``threads``.
+
+From n = 4096 elements (jaxlib 0.10.2, every dtype, sum and dot) XLA's CPU backend hands the
+reduction to a YNNPACK fusion (``__ynn_fusion`` in the compiled HLO). On an AVX2 machine it adds
+each tile of 1024 inputs with a fixed tree, but joins the tiles with compensated (Kahan)
+summation, finishing with s - c. That is not a tree of rounded additions: the reveal fails its
+replay and the two-input probe (:mod:`fpscope.reveal.compensation`) says so. Every call path
+here is one call on the op's own array (no batching), so the probes and the replay see the same
+kernel. ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` (``--env``) keeps XLA's own
+reduce-window tree, which replays bit for bit.
 """
 
 from __future__ import annotations
