@@ -15,6 +15,8 @@ Cases:
 * np.sum fp32 n = 8192 and 16384, np.dot fp32 n = 8192: fpscope's time is
   ``RevealResult.stats.seconds`` of ``fpscope.reveal.reveal(target, replay_samples=0)`` (the
   tree and its consistency checks; not the accumulator probe, the node arithmetic or the replay);
+  "in op s" is the part of it spent inside the target's calls (the op and the target's copies
+  of the probe inputs), the rest is fpscope's own work;
 * numpy.matmul fp32 n x n x n, n = 256 and 1024: fpscope reveals every tree among the n^2
   outputs and where each is used (fpscope.reveal.classes; same time measure); the baseline
   reveals C[0, 0] only, one n^3 GEMM per probe. Its n = 1024 run takes minutes here, so it runs
@@ -24,8 +26,10 @@ Cases:
   a process running ``benchmarks/fprev_published.py 1000`` (np.sum, the tree printed): wall
   time of each subprocess, Python start-up and imports included. Both run with a warm
   bytecode cache in a private folder (PYTHONPYCACHEPREFIX, as an installed package has its
-  .pyc files), after one warm-up run each; the row "(no .pyc)" runs them as this environment
-  does when PYTHONDONTWRITEBYTECODE is set, fpscope then compiling its sources every time.
+  .pyc files), after one warm-up run each; the row "(no .pyc)" runs them with
+  PYTHONDONTWRITEBYTECODE=1 and no private cache, as the development environment here does:
+  fpscope's sources (no __pycache__ in the checkout) are then compiled on every run, numpy's
+  .pyc files in site-packages are used.
 
 Targets (issue: this machine, AMD EPYC, 2 cores): np.sum fp32 n = 16384 ratio <= 0.25
 (stretch 0.15); numpy.matmul every output revealed: n = 1024 < 2 s, n = 256 < 0.5 s; the whole
@@ -76,15 +80,44 @@ def load_average() -> str:
 
 # -- one run of each side ----------------------------------------------------------------------
 
+_OP_METHODS = ("evaluate", "evaluate_each", "evaluate_outer", "evaluate_products")
+
+
+def _time_op_calls(target) -> list:
+    """Wrap the target's probe methods to record (start, seconds) of every outermost call."""
+    spans, depth = [], [0]
+
+    def wrap(fn):
+        def timed(*args, **kw):
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    spans.append((t0, time.perf_counter() - t0))
+        return timed
+
+    for m in _OP_METHODS:
+        if hasattr(target, m):
+            setattr(target, m, wrap(getattr(target, m)))
+    return spans
+
+
 def run_fpscope(name: str, n: int):
-    """fpscope's reveal: (seconds of the tree and its checks, calls, the tree of output 0 / (0, 0),
-    number of trees among the outputs)."""
+    """fpscope's reveal: (seconds of the tree and its checks, seconds of those spent inside the
+    op's calls, calls, the tree of output 0 / (0, 0), number of trees among the outputs)."""
     t = make_target(name, n=n)
+    spans = _time_op_calls(t)
     try:
+        t0 = time.perf_counter()
         res = reveal(t, replay_samples=0)
     finally:
         t.close()
-    return res.stats.seconds, res.stats.calls, res.tree, len(res.classes or [res.tree])
+    end = t0 + res.stats.seconds  # the accumulator and arithmetic probes come after
+    op = sum(dt for start, dt in spans if start < end)
+    return res.stats.seconds, op, res.stats.calls, res.tree, len(res.classes or [res.tree])
 
 
 def run_published(impl_cls, n: int):
@@ -139,19 +172,21 @@ def main(argv=None) -> int:
         ("np.sum fp32", "numpy.sum", 1024 if q else 8192, pub.NumpySum, args.repeats),
         ("np.sum fp32", "numpy.sum", 2048 if q else 16384, pub.NumpySum, args.repeats),
         ("np.dot fp32", "numpy.dot", 1024 if q else 8192, pub.NumpyDot, args.repeats),
-        ("matmul fp32, every output", "numpy.matmul", 64 if q else 256, pub.NumpyGEMM, args.repeats),
+        ("matmul fp32, every output", "numpy.matmul", 64 if q else 256, pub.NumpyGEMM,
+         args.repeats),
         ("matmul fp32, every output", "numpy.matmul", big_gemm, pub.NumpyGEMM, args.gemm_1024_runs),
     ]
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; numpy {np.__version__}; "
           f"load average at start: {load_average()}", flush=True)
     results = []
     for label, name, n, impl, pub_runs in cases:
-        fs, ps, calls = [], [], None
+        fs, fops, ps, calls = [], [], [], None
         tree = None
         for r in range(max(args.repeats, pub_runs)):
             if r < args.repeats:
-                secs, fcalls, ftree, ntrees = run_fpscope(name, n)
+                secs, op, fcalls, ftree, ntrees = run_fpscope(name, n)
                 fs.append(secs)
+                fops.append(op)
                 if tree is None:
                     tree = ftree
                 assert ftree == tree, f"{label} n={n}: fpscope's tree changed between runs"
@@ -161,20 +196,22 @@ def main(argv=None) -> int:
                 calls = pcalls
                 assert ptree == tree, (f"{label} n={n}: the published algorithm and fpscope "
                                        f"found different trees")
-        results.append((label, n, statistics.median(fs), fcalls, ntrees,
+        results.append((label, n, statistics.median(fs), statistics.median(fops), fcalls, ntrees,
                         statistics.median(ps) if ps else None, calls, len(ps)))
         print(f"  done: {label} n={n}", file=sys.stderr, flush=True)
 
     # the whole process: fpscope's CLI beside a process running the published algorithm
     n_cli = 1000
-    _, _, ftree, _ = run_fpscope("numpy.sum", n_cli)
+    ftree = run_fpscope("numpy.sum", n_cli)[3]
     assert SumTree(pub.fprev(pub.NumpySum(n_cli))[0]) == ftree
     proc_rows = []
     pyc = tempfile.mkdtemp(prefix="fpscope-bench-pyc-")
     try:
+        no_pyc = _process_env(None) | {"PYTHONDONTWRITEBYTECODE": "1"}
         for label, env in (("whole process", _process_env(pyc)),
-                           ("whole process (no .pyc)", _process_env(None) | {"PYTHONDONTWRITEBYTECODE": "1"})):
-            cmds = (_fpscope_command(n_cli), [sys.executable, str(HERE / "fprev_published.py"), str(n_cli)])
+                           ("whole process (no .pyc)", no_pyc)):
+            cmds = (_fpscope_command(n_cli),
+                    [sys.executable, str(HERE / "fprev_published.py"), str(n_cli)])
             for c in cmds:  # warm-up (fills the bytecode cache)
                 run_process(c, env)
             fs, ps = [], []
@@ -185,21 +222,22 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(pyc, ignore_errors=True)
 
-    head = (f"{'case':28s} {'n':>6s} {'fpscope s':>10s} {'calls':>7s} {'trees':>6s} "
-            f"{'published s':>12s} {'calls':>7s} {'fpscope/published':>18s}")
+    head = (f"{'case':28s} {'n':>6s} {'fpscope s':>10s} {'in op s':>8s} {'calls':>7s} "
+            f"{'trees':>6s} {'published s':>12s} {'calls':>7s} {'fpscope/published':>18s}")
     print(head)
     print("-" * len(head))
-    for label, n, fsec, fcalls, ntrees, psec, pcalls, pruns in results:
+    for label, n, fsec, fop, fcalls, ntrees, psec, pcalls, pruns in results:
         pubtxt = (f"{psec:12.3f} {pcalls:7d} {fsec / psec:18.3f}" if psec is not None
                   else f"{'-':>12s} {'-':>7s} {'-':>18s}")
         note = "" if pruns in (0, args.repeats) else f"  (published: {pruns} run)"
-        print(f"{label:28s} {n:6d} {fsec:10.3f} {fcalls:7d} {ntrees:6d} {pubtxt}{note}")
+        print(f"{label:28s} {n:6d} {fsec:10.3f} {fop:8.3f} {fcalls:7d} {ntrees:6d} {pubtxt}{note}")
     for label, fsec, psec in proc_rows:
-        print(f"{label:28s} {n_cli:6d} {fsec:10.3f} {'':>7s} {'':>6s} {psec:12.3f} {'':>7s} "
-              f"{fsec / psec:18.3f}")
-    print(f"medians of {args.repeats} interleaved runs; 'trees': distinct trees among the outputs "
-          f"(matmul: fpscope reveals every output's tree, the published algorithm C[0,0]'s only); "
-          f"load average at the end: {load_average()}")
+        print(f"{label:28s} {n_cli:6d} {fsec:10.3f} {'':>8s} {'':>7s} {'':>6s} {psec:12.3f} "
+              f"{'':>7s} {fsec / psec:18.3f}")
+    print(f"medians of {args.repeats} interleaved runs; 'in op s': of fpscope's seconds, those "
+          f"inside the target's calls (the op and its copies); 'trees': distinct trees among "
+          f"the outputs (matmul: fpscope reveals every output's tree, the published algorithm "
+          f"C[0,0]'s only); load average at the end: {load_average()}")
     return 0
 
 

@@ -317,3 +317,70 @@ def test_env_reaches_the_op_and_the_record(kernels, tmp_path, capsys):
     assert SumTree.from_json(data["tree"]) == SumTree.reverse_sequential(16)
     assert main(["verify", str(rec)]) == 0  # under the record's env
     assert main(["verify", str(rec), "--env", "FPSCOPE_REVERSE="]) == 1  # forward order
+
+
+def _detect_node_formats_reference(target, tree, evaluate=None, nodes=None):
+    """detect_node_formats as first written: one row at a time, each node's first leaves from
+    tree.leaves (the obviously right construction of the probe rows)."""
+    from fpscope.formats import get_format
+    from fpscope.probes.accumulator import _CANDIDATES
+
+    wanted = None if nodes is None else set(int(k) for k in nodes)
+    nodes = list(tree.nodes_postorder())
+    fin = target.in_format
+    cands = [c for c in _CANDIDATES if get_format(c).p <= fin.p - fin.emin - 1]
+    parent = {}
+    for nd in nodes:
+        for c in nd:
+            if isinstance(c, tuple):
+                parent[id(c)] = nd
+    rows, owners = [], []
+    for idx, nd in enumerate(nodes):
+        par = parent.get(id(nd))
+        if par is None or (wanted is not None and idx not in wanted):
+            continue
+        i, j = tree.leaves(nd[0])[0], tree.leaves(nd[1])[0]
+        k = tree.leaves(par[0] if par[1] is nd else par[1])[0]
+        for c in cands:
+            t = get_format(c).p
+            x = np.zeros(target.n, dtype=fin.numpy_dtype())
+            x[i], x[j], x[k] = 1.0, np.ldexp(1.0, -t), -1.0
+            rows.append(x)
+            owners.append((idx, t))
+    result = [None] * len(nodes)
+    if not rows:
+        return result, None
+    X = np.asarray(rows)
+    out = np.asarray((evaluate or target.evaluate)(X), dtype=np.float64)
+    survived = {}
+    for (idx, t), y in zip(owners, out):
+        survived[idx] = survived.get(idx, 0) + (1 if y == np.ldexp(1.0, -t) else 0)
+    for idx, count in survived.items():
+        result[idx] = cands[count] if count < len(cands) else (">" + cands[-1])
+    return result, X
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_node_format_rows_match_the_row_by_row_construction(seed):
+    """detect_node_formats builds its probe rows in one array: the same rows (bit for bit, in
+    the same order) and the same answers as one row at a time."""
+    from families import random_tree
+    from fpscope.formats import BF16, FP16
+    from fpscope.probes.accumulator import detect_node_formats
+    from fpscope.targets.simulated import SimulatedSum
+
+    rng = np.random.default_rng(seed)
+    tree = random_tree(int(rng.integers(3, 120)), rng)
+    for acc, fin in ((FP32, FP32), (FP64, FP32), (FP32, FP16), (FP32, BF16)):
+        target = SimulatedSum(tree, acc=acc, in_format=fin, out_format=acc)
+        nodes = None if seed % 2 else rng.choice(tree.n - 1, size=(tree.n - 1) // 2, replace=False)
+        seen = []
+
+        def evaluate(X):
+            seen.append(np.array(X, copy=True))
+            return target.evaluate(X)
+
+        got = detect_node_formats(target, tree, evaluate=evaluate, nodes=nodes)
+        want, X = _detect_node_formats_reference(target, tree, nodes=nodes)
+        assert got == want
+        assert X is None and not seen or (seen[0].dtype == X.dtype and np.array_equal(seen[0], X))

@@ -95,3 +95,21 @@ def test_torch_settings_when_loaded():
     if part["cuda_available"]:
         assert part["gpus"] and "capability" in part["gpus"][0]
     json.dumps(env)
+
+
+def test_ml_dtypes_version_without_importing_it():
+    """Importing ml_dtypes takes 0.5-2 s on a 2-core machine: capture_environment reads its
+    version from the package metadata unless it is loaded already."""
+    code = textwrap.dedent("""
+        import sys
+        from fpscope.environment import capture_environment
+        env = capture_environment()
+        print("ml_dtypes" in sys.modules, env["packages"]["ml_dtypes"], env["installed"]["ml_dtypes"])
+        import ml_dtypes
+        print(capture_environment()["packages"]["ml_dtypes"] == ml_dtypes.__version__)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = out.stdout.split("\n")[:2]
+    loaded, version, installed = first.split()
+    assert loaded == "False" and version == installed and version not in ("None", "not")
+    assert second == "True"

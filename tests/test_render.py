@@ -276,3 +276,14 @@ def test_render_rejects_unknown_formats(tmp_path):
     with pytest.raises(RenderError, match="unknown format"):
         render_bytes(SumTree.sequential(3), "jpg")
     assert render_bytes(SumTree.sequential(3), "dot").startswith(b"//")
+
+
+def test_text_output_does_not_import_graphviz():
+    """The graphviz package is imported where a picture is made, not by the text output."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from fpscope.render import to_rich; from fpscope.tree import SumTree; "
+            "to_rich(SumTree.pairwise(8)); print('graphviz' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

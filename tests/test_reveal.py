@@ -376,25 +376,123 @@ def test_membership_probes_halve_numpy_sum_rows():
 @given(st.lists(st.tuples(st.integers(1, 13), st.integers(1, 300), st.integers(0, 4), st.booleans()),
                 min_size=1, max_size=40))
 def test_packed_fields_share_no_row(reqs):
-    """Every probe gets one row of one field; fields fit in 24 bits; no row holds a request twice
-    (one pivot a row) or two requests of a family with an exclusive member."""
+    """Every probe gets one row of one field; the fields of each row fit in 24 bits without
+    overlapping (fields of different bands share bits, never rows); no row holds a request
+    twice (one pivot a row) or two requests of a family with an exclusive member."""
     from fpscope.reveal.packing import _assign_slots
 
     widths, lengths, families, exclusive = (list(c) for c in zip(*reqs))
     slots = _assign_slots(widths, lengths, families, exclusive, 24)
-    assert sum(sl[0] for sl in slots) <= 24
-    assert [sl[1] for sl in slots] == list(np.cumsum([0] + [sl[0] for sl in slots])[:-1])
     rows: dict = {}
+    bits: dict = {}  # row -> bits its fields use
     probes = {i: [] for i in range(len(reqs))}
-    for width, _, turns in slots:
+    for width, offset, turns in slots:
+        assert 0 <= offset and offset + width <= 24
+        field = ((1 << width) - 1) << offset
         for i, r0, ln, p0 in turns:
             assert widths[i] <= width
             probes[i].extend(range(p0, p0 + ln))
             for r in range(r0, r0 + ln):
                 rows.setdefault(r, []).append(i)
+                assert not bits.get(r, 0) & field  # one request a field a row, fields apart
+                bits[r] = bits.get(r, 0) | field
     assert all(sorted(p) == list(range(lengths[i])) for i, p in probes.items())
     serial = {f for f, e in zip(families, exclusive) if e}
     for held in rows.values():
         assert len(held) == len(set(held))
         fams = [families[i] for i in held if families[i] in serial]
         assert len(fams) == len(set(fams))
+
+
+def test_grid_sizes_match_to_lca_sizes():
+    """Prober.grid_sizes (one cast, no pairs built) gives to_lca_sizes' l values, and None
+    exactly where to_lca_sizes raises."""
+    from fpscope.reveal import Prober
+
+    tree = SumTree.pairwise(16)
+    target = SimulatedMatmul(tree, 16, 16)
+    rng = np.random.default_rng(2)
+    for u in (1.0, 2.0**-24):
+        prober = Prober(target, Mask(2.0**100, u))
+        n = prober.n
+        for trial in range(200):
+            prow, ccol = rng.integers(0, n, 6), rng.integers(0, n, 5)
+            valid = prow[:, None] != ccol[None, :]
+            out = rng.integers(0, n - 1, (6, 5)).astype(np.float64) * u
+            out[~valid] = -2.0**200  # the overflowed product of the diagonal: never read
+            if trial % 2:
+                out[rng.integers(0, 6), rng.integers(0, 5)] = [np.nan, np.inf, 0.5 * u, -u, (n - 1) * u,
+                                                               2.0**127][trial % 6]
+            rr, cc = np.meshgrid(prow, ccol, indexing="ij")
+            try:
+                want = np.full(out.shape, -1, dtype=np.int64)
+                want[valid] = prober.to_lca_sizes(out[valid], np.stack([rr[valid], cc[valid]], axis=1))
+            except RevealError:
+                want = None
+            got = prober.grid_sizes(out, valid)
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert np.array_equal(got, want)
+
+
+def test_banded_slots_pack_mixed_widths_in_fewer_rows():
+    """Requests of widths 13 down to 2 (packed sets of 2^12 to 2 leaves): bands of widths take
+    fewer rows than one band of fields as wide as their widest request."""
+    from fpscope.reveal.packing import _assign_slots, _band_slots
+
+    rng = np.random.default_rng(0)
+    widths = [int(w) for w in rng.integers(2, 14, 200)]
+    lengths = [int(rng.integers(1, (1 << (w - 1)) + 1)) for w in widths]
+    families = [int(f) for f in rng.integers(0, 30, 200)]
+    exclusive = [bool(e) for e in rng.random(200) < 0.1]
+    rows = max(r + k for sl in _assign_slots(widths, lengths, families, exclusive, 24)
+               for _, r, k, _ in sl[2])
+    serial = {f for f, e in zip(families, exclusive) if e}
+    one, _ = _band_slots(list(range(200)), widths, lengths, families, serial, 24)
+    assert rows < 0.9 * one
+
+
+def _band_slots_reference(idx, widths, lengths, families, serial, B):
+    """McNaughton's rule with numpy (the packer before bands): T and the fields."""
+    fam: dict = {}
+    for i in idx:
+        fam.setdefault(families[i], []).append(i)
+    units = []
+    for f, ids in fam.items():
+        if f in serial:
+            ids = sorted(ids, key=lambda i: -widths[i])
+            units.append((widths[ids[0]], sum(lengths[i] for i in ids), ids))
+        else:
+            units.extend((widths[i], lengths[i], [i]) for i in ids)
+    units.sort(key=lambda un: (-un[0], -un[1]))
+    seq = [i for _, _, ids in units for i in ids]
+    w = np.array([widths[i] for i in seq])
+    end = np.cumsum([lengths[i] for i in seq])
+    total = int(end[-1])
+
+    def fields(T):
+        cuts = np.searchsorted(end, np.arange(0, total, T), side="right")
+        last = np.searchsorted(end, np.minimum(np.arange(T, total + T, T), total) - 1, side="right")
+        return np.maximum(np.maximum.reduceat(w, cuts), w[last])
+
+    lo = max(max(un[1] for un in units), -(-int((w * np.diff(end, prepend=0)).sum()) // B))
+    hi = lo if fields(lo).sum() <= B else total
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fields(mid).sum() <= B else (mid + 1, hi)
+    return lo, fields(lo).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 13), st.integers(1, 300), st.integers(0, 4), st.booleans()),
+                min_size=1, max_size=40))
+def test_band_slots_match_the_numpy_search(reqs):
+    """_band_slots' pure-Python search finds the rows and fields of the numpy one."""
+    from fpscope.reveal.packing import _band_slots
+
+    widths, lengths, families, exclusive = (list(c) for c in zip(*reqs))
+    serial = {f for f, e in zip(families, exclusive) if e}
+    idx = list(range(len(reqs)))
+    T, slots = _band_slots(idx, widths, lengths, families, serial, 24)
+    assert (T, [sl[0] for sl in slots]) == _band_slots_reference(idx, widths, lengths, families,
+                                                                 serial, 24)

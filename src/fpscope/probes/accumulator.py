@@ -115,30 +115,36 @@ def detect_node_formats(target: Target, tree: SumTree, evaluate=None, nodes=None
     tlimit = fin.p - fin.emin - 1
     cands = [c for c in _CANDIDATES if get_format(c).p <= tlimit]
     parent: dict[int, tuple] = {}
+    first: dict[int, object] = {}  # node -> its first leaf (post-order: children come first)
     for nd in nodes:
         for c in nd:
             if isinstance(c, tuple):
                 parent[id(c)] = nd
-    rows, owners = [], []
-    dt = fin.numpy_dtype()
+        c = nd[0]
+        first[id(nd)] = first[id(c)] if isinstance(c, tuple) else c
+
+    def first_leaf(x):
+        return first[id(x)] if isinstance(x, tuple) else x
+
+    ijk, owners = [], []
     for idx, nd in enumerate(nodes):
         par = parent.get(id(nd))
         if par is None or (wanted is not None and idx not in wanted):
             continue
-        i = tree.leaves(nd[0])[0]
-        j = tree.leaves(nd[1])[0]
         sib = par[0] if par[1] is nd else par[1]
-        k = tree.leaves(sib)[0]
-        for c in cands:
-            t = get_format(c).p
-            x = np.zeros(target.n, dtype=dt)  # 1, 2^-t, -1 are exact in the input format
-            x[i], x[j], x[k] = 1.0, np.ldexp(1.0, -t), -1.0
-            rows.append(x)
-            owners.append((idx, t))
+        ijk.append((first_leaf(nd[0]), first_leaf(nd[1]), first_leaf(sib)))
+        owners.extend((idx, get_format(c).p) for c in cands)
     result: list = [None] * len(nodes)
-    if not rows:
+    if not owners:
         return result
-    out = np.asarray((evaluate or target.evaluate)(np.asarray(rows)), dtype=np.float64)
+    # one row per (node, candidate): 1, 2^-t and -1 (exact in the input format), others 0
+    X = np.zeros((len(owners), target.n), dtype=fin.numpy_dtype())
+    rows = np.arange(len(owners))
+    i, j, k = (np.repeat(np.asarray(col, dtype=np.int64), len(cands)) for col in zip(*ijk))
+    X[rows, i] = 1.0
+    X[rows, j] = np.ldexp(1.0, -np.array([t for _, t in owners]))
+    X[rows, k] = -1.0
+    out = np.asarray((evaluate or target.evaluate)(X), dtype=np.float64)
     survived: dict[int, int] = {}
     for (idx, t), y in zip(owners, out):
         survived[idx] = survived.get(idx, 0) + (1 if y == np.ldexp(1.0, -t) else 0)

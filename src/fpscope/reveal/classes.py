@@ -215,27 +215,83 @@ def _fprev_all(sh: _Shared, n: int, seed: int) -> tuple[list, int]:
     return trees, probes
 
 
+def _lca_sizes(tree: SumTree, pairs: np.ndarray) -> np.ndarray:
+    """l(i, j) of ``tree`` for (P, 2) pairs of distinct leaves, as
+    :func:`fpscope.reveal.checks.lca_sizes_of_tree` gives them, in O(nodes) Python and
+    O((n + P) log n) numpy work (that one builds a P x nodes table).
+
+    In depth-first order the lowest common ancestor of two adjacent leaves is the node whose
+    children they end and start; that of any two leaves is the shallowest such separating node
+    between them (a range minimum over depths, from a sparse table)."""
+    P = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if not len(P):
+        return np.zeros(0, dtype=np.int64)
+    leafpos: dict = {}
+    lo: list = []  # per node: position of its first leaf, then its leaf count
+    depth_of: list = []
+    sep_node: list = []  # per leaf position p >= 1: the node separating leaves p - 1 and p
+    pos, pending = 0, -1
+    stack = [(tree.root, 0, -1)]  # (node, depth, parent when it is not its parent's first child)
+    while stack:
+        cur, d, parent = stack.pop()
+        if parent >= 0:
+            pending = parent
+        c = cur.__class__
+        if c is tuple:
+            k = len(lo)
+            lo.append(pos)
+            depth_of.append(d)
+            stack.append((None, k, -1))  # closes node k
+            for child in cur[:0:-1]:
+                stack.append((child, d + 1, k))
+            stack.append((cur[0], d + 1, -1))
+        elif cur is None:
+            lo[d] = pos - lo[d]
+        else:
+            if pos:
+                sep_node.append(pending)
+            leafpos[cur] = pos
+            pos += 1
+    size = np.asarray(lo, dtype=np.int64)
+    sep = np.asarray(sep_node, dtype=np.int64)
+    depth = np.asarray(depth_of, dtype=np.int64)[sep]
+    table = [np.arange(len(sep))]  # table[k][p]: the shallowest separator in p .. p + 2^k - 1
+    while (1 << len(table)) <= len(sep):
+        prev, h = table[-1], 1 << (len(table) - 1)
+        a, b = prev[:-h], prev[h:]
+        table.append(np.where(depth[a] <= depth[b], a, b))
+    ends = np.array([[leafpos[int(i)], leafpos[int(j)]] for i, j in P.tolist()], dtype=np.int64)
+    a, b = ends.min(axis=1), ends.max(axis=1)  # separators a .. b - 1 (positions a + 1 .. b)
+    k = np.floor(np.log2(b - a)).astype(np.int64)
+    out = np.empty(len(P), dtype=np.int64)
+    for kk in np.unique(k).tolist():
+        sel = np.flatnonzero(k == kk)
+        x, y = table[kk][a[sel]], table[kk][b[sel] - (1 << kk)]
+        out[sel] = size[sep[np.where(depth[x] <= depth[y], x, y)]]
+    return out
+
+
 def _labels(sigs: list[np.ndarray]) -> np.ndarray:
     """Class labels of the positions: equal answers to every signature pair, equal label;
     numbered by first appearance in row-major order (output (0, 0) is class 0)."""
     shape = sigs[0].shape
-    size = shape[0] * shape[1]
-    lab = np.zeros(size, dtype=np.int64)
+    lab = np.zeros(shape[0] * shape[1], dtype=np.int64)
     K = 1
     for L in sigs:  # refine one pair at a time
         vals = L.reshape(-1)
         base = int(vals.max()) + 1
-        key = lab * base + vals
-        if K * base <= 1 << 22:  # dense: rank the keys present (no sort)
+        if K * base <= 1 << 22:  # few keys: rank those present in a table (no sort)
+            key = lab * base
+            key += vals
             seen = np.zeros(K * base, dtype=bool)
             seen[key] = True
             rank = np.cumsum(seen) - 1
             lab, K = rank[key], int(rank[-1]) + 1
         else:
-            _, lab = np.unique(key, return_inverse=True)
+            _, lab = np.unique(lab * base + vals, return_inverse=True)
             lab = lab.reshape(-1)
             K = int(lab.max()) + 1
-    # number by first appearance in row-major order
+    # number the labels by first appearance in row-major order
     if K <= 32:
         first = np.array([int(np.argmax(lab == k)) for k in range(K)])
     else:
@@ -267,8 +323,6 @@ def reveal_classes(target: Target, mask: Mask, seed: int = 0, signature_pairs: i
         RevealError: "inconsistent" (no set of trees explains the answers within
             ``max_rounds`` splits), or any probe error.
     """
-    from .checks import lca_sizes_of_tree
-
     n = target.n
     rng = np.random.default_rng(seed + 7)
     caller = _Caller(target, mask)
@@ -292,7 +346,7 @@ def reveal_classes(target: Target, mask: Mask, seed: int = 0, signature_pairs: i
                 tree = SumTree.from_canonical(nest, n)
                 cached = np.asarray(list(sh.cache[k].keys()), dtype=np.int64).reshape(-1, 2)
                 want = np.asarray(list(sh.cache[k].values()), dtype=np.int64)
-                if len(cached) and not np.array_equal(lca_sizes_of_tree(tree, cached), want):
+                if len(cached) and not np.array_equal(_lca_sizes(tree, cached), want):
                     raise RevealError("inconsistent", f"class {k}: the answers of its outputs "
                                       f"fit no single tree")
                 trees.append(tree)
@@ -304,7 +358,7 @@ def reveal_classes(target: Target, mask: Mask, seed: int = 0, signature_pairs: i
         bad = np.zeros(labels.shape, dtype=bool)
         checks = [rand_pair() for _ in range(check_pairs)]
         if checks:
-            want = np.stack([lca_sizes_of_tree(t, np.asarray(checks, dtype=np.int64))
+            want = np.stack([_lca_sizes(t, np.asarray(checks, dtype=np.int64))
                              for t in trees])  # (classes, pairs)
         for idx, p in enumerate(checks):
             L = caller.common(p)

@@ -167,12 +167,26 @@ class Prober:
         # products: 1 for units, M at the pivot, -M at the partner; the product at
         # k = prow[r] = ccol[c] is -M*M (overflow), an output we never read.
         out = np.asarray(self.target.evaluate_outer(P, Q), dtype=np.float64)
-        rr, cc = np.meshgrid(prow, ccol, indexing="ij")
-        valid = rr != cc
-        L = np.full(out.shape, -1, dtype=np.int64)
-        L[valid] = self.to_lca_sizes(out[valid], np.stack([rr[valid], cc[valid]], axis=1))
+        valid = prow[:, None] != ccol[None, :]
+        L = self.grid_sizes(out, valid)
+        if L is None:  # some output is not whole units: the slow path names it
+            rr, cc = np.meshgrid(prow, ccol, indexing="ij")
+            L = np.full(out.shape, -1, dtype=np.int64)
+            L[valid] = self.to_lca_sizes(out[valid], np.stack([rr[valid], cc[valid]], axis=1))
         self.probes += int(valid.sum())
         return L
+
+    def grid_sizes(self, out: np.ndarray, valid: np.ndarray) -> np.ndarray | None:
+        """:meth:`to_lca_sizes` of a grid call's (R, C) outputs where ``valid`` (-1 elsewhere),
+        without building the pairs: None when an output is not a whole number of units in
+        [0, n-2] (the caller asks :meth:`to_lca_sizes`, whose error names it)."""
+        k = out / self.mask.u if self.mask.u != 1.0 else out
+        with np.errstate(invalid="ignore"):
+            ki = np.where(valid, k, 0.0).astype(np.int64)  # NaN, inf: an integer != k
+        good = (ki == k) | ~valid
+        if not (good.all() and ki.min() >= 0 and ki.max() <= self.n - 2):
+            return None
+        return np.where(valid, self.n - ki, -1)
 
     def _fetch_grid(self, pairs: np.ndarray) -> np.ndarray:
         t = self.target

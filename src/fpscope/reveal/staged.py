@@ -14,7 +14,7 @@ from .packing import CountRequest, count_packed, field_width, membership_rows, p
 from .prober import Prober, RevealError
 from .tasks import Task, add_groups, combine, pick_pivot
 
-_MEMBERSHIP_INPUTS = 1 << 23  # membership probes for sets whose count probes sum this many inputs
+_MEMBERSHIP_INPUTS = 1 << 22  # membership probes for sets whose count probes sum this many inputs
 _MEMBERSHIP_MIN = 128  # ... and of at least this many leaves
 _RANDOM_SAMPLES = 24  # random partners of a large set's first count probes (besides rank offsets)
 _REPEATED = 0.7  # membership probes when at least this share of the random samples repeat a level
@@ -24,7 +24,7 @@ class Staged:
     """FPRev with packed count probes and membership probes (``fprev(..., packed=True)``).
 
     Each stage packs the count probes of all its sets into shared rows; a set of at least
-    ``membership_min`` leaves (default max(128, 2^23 // n), see :func:`fpscope.reveal.fprev`)
+    ``membership_min`` leaves (default max(128, 2^22 // n), see :func:`fpscope.reveal.fprev`)
     whose sampled levels repeat is classified instead:
 
     1. count probes (q, t) for sampled t give levels |A_k| (A_k: the ancestors of q) with a
@@ -262,6 +262,10 @@ class Staged:
         levels give intervals; exact levels (counted) go to ``exact`` as (set, leaves, l) for
         FPRev groups; an interval set hands the leaves that cleared its guard bit to ``below``."""
         t = self.tasks[tid]
+        if table is None and t.proven:  # most sets: every leaf counted, ok throughout
+            if len(part):
+                exact.append((np.full(len(part), tid), part, l))
+            return []
         counted = ok
         nxt = []
         if table is not None:
