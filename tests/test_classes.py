@@ -319,3 +319,20 @@ def test_lca_sizes_match_lca_sizes_of_tree(seed):
     with_c = SumTree((("C", 0), (1, (2, 3, 4))))
     pairs = np.array([[0, 1], [1, 2], [2, 4], [4, 3], [0, 3]])
     assert np.array_equal(_lca_sizes(with_c, pairs), lca_sizes_of_tree(with_c, pairs))
+
+
+def test_diff_is_not_identical_when_only_another_class_differs():
+    """Output (0, 0)'s tree and arithmetic agree, a second class differs: never "identical"."""
+    from fpscope.arithmetic import Arithmetic
+    from fpscope.diff import Side, diff_trees
+
+    base, other = SumTree.pairwise(K), SumTree.sequential(K)
+    arith = Arithmetic.uniform(K - 1, "fp32", "fp32")
+    m0 = np.zeros((2, 2), dtype=bool)
+    m0[0] = True
+    a = Side("a", tree=base, arith=arith, classes=[(base, m0, arith), (other, ~m0, arith)])
+    b = Side("b", tree=base, arith=arith,
+             classes=[(base, m0, arith), (SumTree.reverse_sequential(K), ~m0, arith)])
+    d = diff_trees(a, b)
+    assert not d.same and d.verdict.startswith("different output classes")
+    assert diff_trees(a, Side("c", tree=base, arith=arith, classes=a.classes)).same

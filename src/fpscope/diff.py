@@ -46,6 +46,8 @@ class Side:
     tree: SumTree | None = None
     arith: Arithmetic | None = None
     profile: Profile | None = None
+    #: matrix ops whose outputs use several trees: (tree, positions, arithmetic) per class
+    classes: list | None = None
 
     @property
     def out_format(self) -> Format | None:
@@ -172,7 +174,9 @@ def side_from_record(rec: dict, label: str) -> Side:
     if arith is not None and len(arith.node_formats) != tree.n_nodes:
         raise DiffError(f"{label}: the arithmetic has {len(arith.node_formats)} node formats "
                         f"for a tree of {tree.n_nodes} nodes")
-    return Side(label, tree=tree, arith=arith)
+    from .record import classes_of_record
+
+    return Side(label, tree=tree, arith=arith, classes=classes_of_record(rec))
 
 
 # -- trees ---------------------------------------------------------------------------------------
@@ -331,7 +335,37 @@ def _random_witness(a: Side, b: Side, seed: int, tries: int = 16) -> dict | None
 
 
 def diff_trees(a: Side, b: Side, seed: int = 0) -> DiffResult:
-    """Compare two trees and their node arithmetic (module docstring)."""
+    """Compare two trees and their node arithmetic (module docstring); where either side has
+    output classes (several trees among a matrix op's outputs), those must agree too."""
+    res = _diff_main(a, b, seed)
+    why = compare_classes(a.classes, b.classes)
+    if why is None:
+        return res
+    verdict = res.verdict if not res.same else f"different output classes ({why})"
+    return DiffResult(res.kind, verdict, False, subtree=res.subtree, parameter=res.parameter,
+                      witness=res.witness, notes=res.notes + [f"output classes: {why}"])
+
+
+def compare_classes(base: list | None, live: list | None) -> str | None:
+    """Why two lists of output classes (:func:`fpscope.record.classes_of_record`) differ, or
+    None when they are the same (trees, positions and node arithmetic, class by class)."""
+    if not base and not live:
+        return None
+    if bool(base) != bool(live):
+        return f"only {'A' if base else 'B'} has outputs that add in different orders"
+    if len(base) != len(live):
+        return f"{len(base)} classes in A, {len(live)} in B"
+    for k, ((tb, mb, ab), (tl, ml, al)) in enumerate(zip(base, live)):
+        if tb != tl:
+            return f"class {k}: a different tree"
+        if mb.shape != ml.shape or not np.array_equal(mb, ml):
+            return f"class {k}: other output positions"
+        if ab != al:
+            return f"class {k}: other node arithmetic"
+    return None
+
+
+def _diff_main(a: Side, b: Side, seed: int) -> DiffResult:
     if a.tree.n != b.tree.n or a.tree.has_c != b.tree.has_c:
         ca, cb = (" and C" if t.has_c else "" for t in (a.tree, b.tree))
         note = f"A has {a.tree.n} leaves{ca}, B {b.tree.n}{cb}: no common input"

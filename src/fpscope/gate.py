@@ -314,13 +314,8 @@ def gate(
             notes.append("note: no live record written (the live op could not be revealed)")
             out = None
     else:
-        d = diff_trees(base, side_from_record(live_rec, "live"), seed=seed)
+        d = diff_trees(base, side_from_record(live_rec, "live"), seed=seed)  # classes too
         acc = live_rec.get("accuracy")
-        why = _compare_classes(base_classes, classes_of_record(live_rec))
-        if why is not None:
-            verdict = d.verdict if not d.same else f"different output classes ({why})"
-            d = DiffResult(d.kind, verdict, False, subtree=d.subtree, parameter=d.parameter,
-                           witness=d.witness, notes=d.notes + [f"output classes: {why}"])
     if failure is not None:
         notes.append(f"note: the live tree does not replay bit for bit: {failure}")
     differ = bits["samples"] - bits["matched"]
@@ -423,25 +418,3 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
         written = str(out)
     return GateResult(policy=policy, passed=passed, reason=reason, baseline=baseline,
                       target=spec, diff=d, record_path=written, notes=notes)
-
-
-def _compare_classes(base: list | None, live: list | None) -> str | None:
-    """Why two lists of output classes (:func:`fpscope.record.classes_of_record`) differ, or
-    None when they are the same (trees, positions and node arithmetic, class by class)."""
-    import numpy as np
-
-    if not base and not live:
-        return None
-    if bool(base) != bool(live):
-        which = "the baseline" if base else "the live op"
-        return f"only {which} has outputs that add in different orders"
-    if len(base) != len(live):
-        return f"{len(base)} classes in the baseline, {len(live)} live"
-    for k, ((tb, mb, ab), (tl, ml, al)) in enumerate(zip(base, live)):
-        if tb != tl:
-            return f"class {k}: a different tree"
-        if mb.shape != ml.shape or not np.array_equal(mb, ml):
-            return f"class {k}: other output positions"
-        if ab != al:
-            return f"class {k}: other node arithmetic"
-    return None

@@ -55,7 +55,8 @@ class SweepResult:
             arith = None
             ia, ib = a.get("arithmetic_id"), b.get("arithmetic_id")
             if ia != ib and ia in self.arithmetics and ib in self.arithmetics:
-                arith = self.arithmetics[ia].first_difference(self.arithmetics[ib])
+                arith = self.arithmetics[ia].first_difference(self.arithmetics[ib]) or {
+                    "name": "output classes", "a": ia, "b": ib}
             out.append({"from": a["value"], "to": b["value"], "tree": tree, "arithmetic": arith})
         return out
 
@@ -129,9 +130,13 @@ def sweep(
                 res.trees[tid] = r.tree
             row["tree_id"] = tid
             if r.arithmetic is not None:
-                aid = arith_ids.get(r.arithmetic)
+                # output classes (matrix ops) belong to the arithmetic's identity: another
+                # class's tree, positions or arithmetic is a change too
+                key = (r.arithmetic, tuple((c["tree"], c["mask"].tobytes(), c["mask"].shape,
+                                            c["arithmetic"]) for c in (r.classes or ())))
+                aid = arith_ids.get(key)
                 if aid is None:
-                    aid = arith_ids[r.arithmetic] = f"a{len(arith_ids) + 1}"
+                    aid = arith_ids[key] = f"a{len(arith_ids) + 1}"
                     res.arithmetics[aid] = r.arithmetic
                 row["arithmetic_id"] = aid
             row["probes"] = r.stats.probes
