@@ -821,6 +821,10 @@ def cmd_verify(args) -> int:
               f"({rep['accumulator']} accumulator)")
         if arith is not None:
             print(f"  arithmetic: {arith.describe()}")
+            if arith.products is None and target.has_products:
+                print("  note: the record has no product entries (an fpscope.record/1 record): "
+                      "inputs were x * 1, so how products enter (rounded or FMA) was not "
+                      "compared; reveal again to record it")
         for kind, d in rep["by_distribution"].items():
             print(f"  {kind:8s} {d['matched']}/{d['samples']}")
         if not rep["bit_exact"]:
