@@ -2,6 +2,7 @@
 
 Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick] [--gemm-1024-runs 1]
      python benchmarks/bench_reveal.py --rows N     (probe rows of one np.sum reveal)
+     python benchmarks/bench_reveal.py --phases     (only the phases table below)
 
 The baseline is :mod:`fprev_published` (this folder): the published algorithm as its reference
 code runs it (recursive, lowest-index pivot, one op call per probe, the input built once and
@@ -30,6 +31,11 @@ Cases:
   PYTHONDONTWRITEBYTECODE=1 and no private cache, as the development environment here does:
   fpscope's sources (no __pycache__ in the checkout) are then compiled on every run, numpy's
   .pyc files in site-packages are used.
+
+After the table, "phases": where the time of a whole reveal goes (``reveal(target)`` with its
+default replay of 32 inputs per distribution; ``RevealStats.phases``): the tree and its checks,
+the accumulator probe, the node-format probes, the product-entry probes (ops that multiply) and
+the replay, for np.sum fp32 n = 16384, np.dot fp32 n = 4096 and numpy.matmul fp32 n = 256.
 
 Targets (issue: this machine, AMD EPYC, 2 cores): np.sum fp32 n = 16384 ratio <= 0.25
 (stretch 0.15); numpy.matmul every output revealed: n = 1024 < 2 s, n = 256 < 0.5 s; the whole
@@ -128,6 +134,33 @@ def run_published(impl_cls, n: int):
     return time.perf_counter() - t0, calls, SumTree(nested)
 
 
+PHASE_CASES = (("numpy.sum", 16384), ("numpy.dot", 4096), ("numpy.matmul", 256))
+PHASES = ("tree", "accumulator", "node_formats", "product_entries", "replay")
+
+
+def phases_report(repeats: int, quick: bool = False) -> None:
+    """Median seconds of each phase of a whole reveal (RevealStats.phases), per case."""
+    head = f"{'phases of a whole reveal':28s} {'n':>6s} " + " ".join(f"{p:>15s}" for p in PHASES) \
+        + f" {'total':>8s}"
+    print(head)
+    print("-" * len(head))
+    for name, n in PHASE_CASES:
+        n = n // 8 if quick else n
+        runs = []
+        for _ in range(repeats):
+            t = make_target(name, n=n)
+            try:
+                t0 = time.perf_counter()
+                res = reveal(t)
+                total = time.perf_counter() - t0
+            finally:
+                t.close()
+            runs.append({**res.stats.phases, "total": total})
+        med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in (*PHASES, "total")}
+        print(f"{name:28s} {n:6d} " + " ".join(f"{med[p]:15.3f}" for p in PHASES)
+              + f" {med['total']:8.3f}", flush=True)
+
+
 def _process_env(pyc_dir: str | None) -> dict:
     env = dict(os.environ)
     if pyc_dir is not None:
@@ -161,11 +194,17 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--gemm-1024-runs", type=int, default=1, metavar="R",
                     help="runs of the published GEMM at the largest n (minutes each; 0: skip)")
+    ap.add_argument("--phases", action="store_true", help="only the table of where a whole "
+                    "reveal's time goes (tree, accumulator, node formats, products, replay)")
     ap.add_argument("--rows", type=int, metavar="N", help="instead of the table: probe rows "
                     "that revealing np.sum fp32 of N leaves evaluates, and np.sum's time per row")
     args = ap.parse_args(argv)
     if args.rows:
         return rows_report(args.rows)
+    if args.phases:
+        print(f"CPU: {cpu_model()}; load average: {load_average()}")
+        phases_report(args.repeats, args.quick)
+        return 0
     q = args.quick
     big_gemm = 256 if q else 1024
     cases = [  # label, fpscope target, n, published op, published runs
@@ -238,6 +277,8 @@ def main(argv=None) -> int:
           f"inside the target's calls (the op and its copies); 'trees': distinct trees among "
           f"the outputs (matmul: fpscope reveals every output's tree, the published algorithm "
           f"C[0,0]'s only); load average at the end: {load_average()}")
+    print()
+    phases_report(args.repeats, q)
     return 0
 
 

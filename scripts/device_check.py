@@ -195,7 +195,8 @@ def fake_gemm(fmt: str, preset: str):
     out = FORMATS[fmt][2]
 
     def run(A, B):
-        return matmul(A, B, profile=p, out_format=None if out == "fp32" else out)
+        return matmul(A, B, profile=p, out_format=None if out == "fp32" else out,
+                      dtype="float64")
 
     return run
 
@@ -225,7 +226,8 @@ def validate_format(fmt: str, run, cases: int, seed: int = 0) -> dict:
         live = run(A, B)
         total += live.size
         for name in presets:
-            emu = matmul(A, B, profile=PRESETS[name], out_format=None if out == "fp32" else out)
+            emu = matmul(A, B, profile=PRESETS[name], out_format=None if out == "fp32" else out,
+                         dtype="float64")
             ok = (emu.view(np.int64) == live.view(np.int64)) | (np.isnan(emu) & np.isnan(live))
             matched[name] += int(ok.sum())
             g = by_gen[name].setdefault(kind, [0, 0])

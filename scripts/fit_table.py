@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Fit a profile to every recorded set in shared/data/hw-vectors and print one table.
 
-Usage: python scripts/fit_table.py [--no-presets] [HW_VECTORS_DIR]   (default:
-../shared/data/hw-vectors relative to the repository). Issue 4's validation: ``fpscope fit``
-returns a profile reproducing 100% of each set. With ``--no-presets`` the search starts from
+Usage: python scripts/fit_table.py [--no-presets] [HW_VECTORS_DIR]   (default: the
+FPSCOPE_HW_VECTORS environment variable, else ../shared/data/hw-vectors beside the repository;
+the data are the public Khattak-Mikaitis recordings, see README "Recorded hardware vectors").
+Issue 4's validation: ``fpscope fit`` returns a profile reproducing 100% of each set. With ``--no-presets`` the search starts from
 the grid alone, as for a device no preset describes. The table lists the best profile's block
 size, kept bits F, alignment, step (and output) rounding and where c enters, its match count,
 and the parameters the data cannot pin down.
@@ -11,7 +12,8 @@ and the parameters the data cannot pin down.
 
 import sys
 import time
-from pathlib import Path
+
+from _hw_vectors import hw_root, missing
 
 from fpscope.emulate import HW_SETS
 from fpscope.fit import fit, load_recording
@@ -20,10 +22,9 @@ from fpscope.fit import fit, load_recording
 def main(argv):
     presets = "--no-presets" not in argv
     args = [a for a in argv[1:] if a != "--no-presets"]
-    root = Path(args[0]) if args else (
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors")
+    root = hw_root(args[0] if args else None)
     if not root.is_dir():
-        print(f"no hardware vectors at {root}", file=sys.stderr)
+        print(missing(root), file=sys.stderr)
         return 2
     print(f"{'set':<20} {'L x stages':>10} {'F':>3} {'align':<9} {'rounding':<26} {'c':<6} "
           f"{'matched':>10} {'time':>6}  open (not separated by the data)")

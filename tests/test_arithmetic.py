@@ -384,3 +384,23 @@ def test_node_format_rows_match_the_row_by_row_construction(seed):
         want, X = _detect_node_formats_reference(target, tree, nodes=nodes)
         assert got == want
         assert X is None and not seen or (seen[0].dtype == X.dtype and np.array_equal(seen[0], X))
+
+
+def test_fill_nodes_takes_the_nearest_probed_node():
+    """The vectorised fill equals the obvious rule: each unprobed non-root node takes the
+    format of the nearest probed node in post-order, the lower index on a tie."""
+    from fpscope.reveal.arithmetic import _fill_nodes
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        m = int(rng.integers(2, 60))
+        probed = sorted(rng.choice(m - 1, size=int(rng.integers(1, m)), replace=False).tolist())
+        names = [None] * m
+        for k in probed:
+            names[k] = str(rng.choice(["bf16", "fp16", "fp32", "fp64"]))
+        want = list(names)
+        for k in range(m - 1):
+            if want[k] is None:
+                best = min(probed, key=lambda j: (abs(j - k), j))
+                want[k] = names[best]
+        assert _fill_nodes(names, probed) == want

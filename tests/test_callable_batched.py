@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import fpscope
-from fpscope import gate
+from fpscope.gate import target_from_record
 from fpscope.cli import main
 from fpscope.record import load_record
 from fpscope.reveal import RevealError, reveal
@@ -364,7 +364,7 @@ def test_record_rebuilds_batched(ops, tmp_path, capsys):
     assert main(["reveal", f"{path}:undeclared", "--batched", "--n", "128", "--samples", "5",
                  "--record", str(rec2), "--quiet"]) == 0
     capsys.readouterr()
-    with gate.target_from_record(load_record(rec2)) as t:
+    with target_from_record(load_record(rec2)) as t:
         assert t.batched and t.spec()["batched"] is True
 
 

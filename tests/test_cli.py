@@ -531,8 +531,9 @@ def test_missing_dot_is_reported_before_probing(capsys, monkeypatch, tmp_path):
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "dot" else real(name, *a, **k))
     calls = []
-    import fpscope.reveal as rv
+    import importlib
 
+    rv = importlib.import_module("fpscope.reveal")  # fpscope.reveal is the API function
     monkeypatch.setattr(rv, "reveal", lambda *a, **k: calls.append(1))
     code, _, err = cli(capsys, "reveal", "numpy.sum", "--n", "16", "--format", "svg", "-o", str(tmp_path / "t.svg"))
     assert code == 2 and not calls

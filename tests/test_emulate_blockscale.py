@@ -541,13 +541,13 @@ def test_matmul_pad_and_library_level_with_scales():
     A, B, C, SA, SB = _gemm_operands(p, rng, 2, 128, 3)
     split = p.replace(split_k=2)
     halves = [matmul(A[:, h:h + 64], B[h:h + 64], profile=p, scale_a=SA[:, h // 32:h // 32 + 2],
-                     scale_b=SB[h // 32:h // 32 + 2]) for h in (0, 64)]
+                     scale_b=SB[h // 32:h // 32 + 2], dtype="float64") for h in (0, 64)]
     fin = np.isfinite(halves[0]) & np.isfinite(halves[1]) & np.isfinite(C)
-    D = matmul(A, B, C, profile=split, scale_a=SA, scale_b=SB)
+    D = matmul(A, B, C, profile=split, scale_a=SA, scale_b=SB, dtype="float64")
     want = round_to_format(round_to_format(halves[0] + halves[1], FP32, "RNE") + C, FP32, "RNE")
     assert np.array_equal(D[fin], want[fin])  # exact sums of two fp32 values, rounded once
     promo = p.replace(promotion_interval=64)
-    D = matmul(A, B, profile=promo, scale_a=SA, scale_b=SB)
+    D = matmul(A, B, profile=promo, scale_a=SA, scale_b=SB, dtype="float64")
     assert np.array_equal(D[fin], round_to_format(halves[0] + halves[1], FP32, "RNE")[fin])
 
 
@@ -614,7 +614,8 @@ def test_progress_bands_give_the_same_bits(engine):
         got = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB, threads=1,
                      progress=lambda done, total: calls.append((done, total)))
         want = matmul(A, B, C, profile=p, engine=engine, scale_a=SA, scale_b=SB)
-        assert np.array_equal(got.view(np.int64), want.view(np.int64)), p.name
+        u = f"u{got.dtype.itemsize}"  # the output dtype's bits, NaN patterns included
+        assert got.dtype == want.dtype and np.array_equal(got.view(u), want.view(u)), p.name
         assert calls == [(128, M), (256, M), (M, M)], calls
 
 

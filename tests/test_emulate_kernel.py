@@ -1,8 +1,6 @@
 """The numba GEMM kernel against the numpy engine (itself tested against the exact reference,
 tests/test_emulate_vectorized.py) and against the reference directly, bit for bit."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +15,8 @@ from fpscope.emulate.vectorized import prepare
 from fpscope.formats import FP32, decode, round_to_format
 from fpscope.profile import PRESETS, Profile, get_profile, resolve_format
 
-HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
+from hw_data import HW_ROOT, SKIP_REASON  # $FPSCOPE_HW_VECTORS, else ../shared
+
 # the block-scaled (MX) presets the kernel runs take scales: tests/test_emulate_blockscale.py
 SUPPORTED = sorted(n for n, p in PRESETS.items()
                    if kernel.unsupported(p) is None and p.scale_format is None)
@@ -25,9 +24,15 @@ TILE = {"rows": 3, "cols": 16}  # small tiles: ragged edges in both directions
 
 
 def _assert_same(got, want, what=""):
-    """Equal float64 bit patterns, or NaN in both (NaN payloads are canonicalised on output)."""
-    gb, wb = got.view(np.int64), want.view(np.int64)
-    bad = (gb != wb) & ~(np.isnan(got) & np.isnan(want))
+    """Equal bit patterns: of one output dtype (emulate.matmul's results: NaN bits included),
+    else of the float64 values (widened exactly), NaN in both counting as equal."""
+    if got.dtype == want.dtype and got.dtype != np.float64:
+        u = f"u{got.dtype.itemsize}"
+        bad = got.view(u) != want.view(u)
+    else:
+        got, want = got.astype(np.float64), want.astype(np.float64)
+        gb, wb = got.view(np.int64), want.view(np.int64)
+        bad = (gb != wb) & ~(np.isnan(got) & np.isnan(want))
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} outputs differ; first at "
@@ -327,8 +332,7 @@ def test_dot():
         dot(a[:, None], b, profile=p)
 
 
-@pytest.mark.skipif(not HW_ROOT.is_dir(), reason="recorded hardware vectors not found "
-                    f"({HW_ROOT})")
+@pytest.mark.skipif(not HW_ROOT.is_dir(), reason=SKIP_REASON)
 @pytest.mark.parametrize("key", sorted(HW_SETS))
 def test_hw_vectors_through_the_kernel(key):
     """Every recorded set, run as the diagonals of small GEMMs on the kernel: bit for bit."""

@@ -104,7 +104,7 @@ def test_library_level_equals_the_definition(preset, kw, engine):
     rng = np.random.default_rng(len(preset) + len(kw))
     K = p.k * p.split_k * 4
     A, B, C = _data(rng, p, 3, K, 4)
-    got = matmul(A, B, C, profile=p, engine=engine)
+    got = matmul(A, B, C, profile=p, engine=engine, dtype="float64")
     want = _slow(A, B, C, p)
     assert np.array_equal(got.view(np.int64), want.view(np.int64)), (got, want)
 
@@ -130,7 +130,7 @@ def test_epilogue_rounds_through_fp32():
     assert D[0, 0] == 1.0 + 2.0 ** -9 + 2.0 ** -20
     # to bf16 directly: above the tie 1 + 2^-8 * 0.5 -> rounds up; through fp32: same value here
     bf = matmul(A, B, profile=p, out_format="bf16")[0, 0]
-    assert bf == _round_rational(Fraction(_round_rational(Fraction(D[0, 0]), FP32)),
+    assert bf == _round_rational(Fraction(_round_rational(Fraction(float(D[0, 0])), FP32)),
                                  get_format("bf16"))
     half = matmul(A, B, profile=p, alpha=0.5)[0, 0]
     assert half == D[0, 0] / 2

@@ -1,7 +1,6 @@
 """The vectorised engine against the reference oracle, bit for bit, on every preset."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -572,10 +571,10 @@ def test_mixed_lossless_bound_uses_both_formats():
 
 # -- recorded hardware vectors (skipped where shared/data/hw-vectors is absent) ----------------
 
-HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
+from hw_data import HW_ROOT, SKIP_REASON  # $FPSCOPE_HW_VECTORS, else ../shared
 
 
-@pytest.mark.skipif(not HW_ROOT.is_dir(), reason="recorded hardware vectors not found")
+@pytest.mark.skipif(not HW_ROOT.is_dir(), reason=SKIP_REASON)
 @pytest.mark.parametrize("key", sorted(HW_SETS))
 def test_hw_vectors_match_reference_engine(key):
     """fdpa_batch gives the reference engine's bits on every recorded set (validated or not)."""

@@ -1,7 +1,5 @@
 """fpscope fit: profiles from recorded (a, b, c, d) vectors."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,9 +9,8 @@ from fpscope.fit import FitError, fit, load_recording
 from fpscope.formats import encode, round_to_format
 from fpscope.profile import PRESETS, Profile, resolve_format
 
-HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
-needs_hw = pytest.mark.skipif(not HW_ROOT.is_dir(), reason=f"recorded hardware vectors not "
-                              f"found ({HW_ROOT})")
+from hw_data import HW_ROOT, SKIP_REASON  # $FPSCOPE_HW_VECTORS, else ../shared
+needs_hw = pytest.mark.skipif(not HW_ROOT.is_dir(), reason=SKIP_REASON)
 
 
 @needs_hw
@@ -125,7 +122,7 @@ def test_bad_recordings(tmp_path, capsys):
     np.savez(tmp_path / "e.npz", a=np.ones((3, 4)), b=np.full((3, 4), 15360.0), c=np.ones(3),
              d=np.ones(3, np.uint32), in_format="fp8_e4m3fn", out_format="fp32")
     for name, msg in (("a.npz", "missing"), ("b.npz", "shapes"), ("c.npz", "not supported"),
-                      ("nope.npz", "not a hw-vectors"),
+                      ("nope.npz", "does not exist"),
                       ("d.npz", r"a\[0, 0\] = 0.1 is not a value of fp16"),
                       ("e.npz", r"b\[0, 0\] = 15360.0 is not a value of fp8_e4m3fn .*bit patterns")):
         with pytest.raises(FitError, match=msg):

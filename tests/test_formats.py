@@ -2,6 +2,8 @@
 
 from fractions import Fraction
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -103,6 +105,7 @@ def test_is_representable_fast_path_equals_exact_check(name, jit, monkeypatch):
     from fpscope.formats import _is_representable_exact
 
     monkeypatch.setattr(formats, "_JIT_FROM", 0 if jit else 1 << 62)
+    monkeypatch.setattr(formats, "_JIT_LOAD_FROM", 0)  # numba even where it is not loaded yet
 
     fmt = ALL_FORMATS[name]
     rng = np.random.default_rng(len(name))
@@ -146,6 +149,7 @@ def test_round_to_format_fast_path_equals_exact_path(name, mode, monkeypatch):
     the exact numpy path, for every format, mode and overflow policy the format allows."""
     from fpscope import formats
 
+    monkeypatch.setattr(formats, "_JIT_LOAD_FROM", 0)  # numba even where it is not loaded yet
     fmt = ALL_FORMATS[name]
     x = _rounding_inputs(fmt, np.random.default_rng(len(name) + 7 * len(mode)))
     policies = [p for p in ("inf", "nan", "saturate")
@@ -158,3 +162,44 @@ def test_round_to_format_fast_path_equals_exact_path(name, mode, monkeypatch):
             monkeypatch.setattr(formats, "_JIT_FROM", 0)
             got = round_to_format(x, fmt, mode, overflow=policy, flush_subnormals=flush)
             assert np.array_equal(got.view(np.int64), want.view(np.int64)), (policy, flush)
+
+
+def test_numba_is_not_loaded_for_moderate_arrays():
+    """A reveal's representability checks and roundings (2^18 to 2^23 values) stay on the numpy
+    paths unless numba is loaded already: loading it costs seconds (benchmarks/bench_reveal.py
+    --phases); from _JIT_LOAD_FROM values, or once loaded, numba is worth it."""
+    from fpscope import formats
+
+    n = formats._JIT_FROM
+    assert formats._jit_worth(n) == ("numba" in sys.modules)
+    assert formats._jit_worth(formats._JIT_LOAD_FROM)
+    assert not formats._jit_worth(n - 1)
+    import subprocess
+
+    code = ("import sys, numpy as np; from fpscope.formats import get_format, is_representable, "
+            "round_to_format; x = np.random.default_rng(0).standard_normal(1 << 19); "
+            "f = get_format('fp32'); is_representable(x, f); round_to_format(x, f); "
+            "print('numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_round_to_fp32_cast_path_equals_exact_path():
+    """round_to_format's fp32 RNE path (the hardware cast, tiny values exactly) gives the bits
+    of the exact numpy path: ties, overflow thresholds, subnormal results, -0, NaN, Inf."""
+    from fpscope import formats
+
+    f = get_format("fp32")
+    rng = np.random.default_rng(11)
+    u = 2.0 ** -23
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1 + u / 2, 1 + 3 * u / 2,
+               -(1 + u / 2), f.max_finite, f.max_finite * (1 + u / 4), 2.0 ** 128 * (1 - 2.0 ** -25),
+               2.0 ** 128 * (1 - 2.0 ** -25) * (1 - 2.0 ** -50), 2.0 ** -149, 2.0 ** -150,
+               -(2.0 ** -150) * 1.5, 2.0 ** -126 * (1 - 2.0 ** -25), 1e-300, 5e-324]
+    x = np.concatenate([np.array(special),
+                        rng.standard_normal(20000) * 2.0 ** rng.integers(-160, 130, 20000),
+                        (rng.integers(1, 1 << 30, 5000) + 0.5) * 2.0 ** -29])
+    assert x.size >= formats._CAST_FROM
+    want = formats._round_exact(x, f, "RNE", "inf", False)
+    got = round_to_format(x, f)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))

@@ -6,17 +6,15 @@ named in its evidence; the sets that do not reproduce are strict xfails with the
 mismatch counts pinned by ``test_known_mismatch_counts``.
 """
 
-from pathlib import Path
-
 import pytest
 
 from fpscope.emulate import HW_SETS, run_hw_set
 from fpscope.profile import PRESETS
 
-HW_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hw-vectors"
+from hw_data import HW_ROOT, SKIP_REASON  # $FPSCOPE_HW_VECTORS, else ../shared
 
 pytestmark = pytest.mark.skipif(
-    not HW_ROOT.is_dir(), reason=f"recorded hardware vectors not found at {HW_ROOT}")
+    not HW_ROOT.is_dir(), reason=SKIP_REASON)
 
 #: Sets the reference engine does not reproduce: key -> (matched of 5000, hypothesis). Empty since
 #: the Hopper fp8 fp16-output presets were modelled (two fp16 steps over the products k = 0, 1

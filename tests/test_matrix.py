@@ -315,8 +315,9 @@ def test_cli_matrix_unknown_suite(tmp_path, capsys):
 
 
 def test_cli_matrix_failed_cell_exits_1(numpy_quick, tmp_path, capsys, monkeypatch):
-    import fpscope.reveal as reveal_mod
+    import importlib
 
+    reveal_mod = importlib.import_module("fpscope.reveal")  # not the API function
     real = reveal_mod.reveal
 
     def flaky(target, **kw):

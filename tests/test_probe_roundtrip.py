@@ -136,11 +136,14 @@ def test_validation_rejects_a_wrong_profile_and_shrinks():
     assert validate(target, PRESETS["ampere-fp16"], cases=2000, seed=0)["accepted"]
 
 
-def test_tf32_conversion_round_is_found():
-    p = PRESETS["ampere-tf32"].replace(operand_conversion="round")
+@pytest.mark.parametrize("mode", ["RNA", "RNE"])
+def test_tf32_conversion_round_is_found(mode):
+    """Both nearest modes are profile options; "round" is the old spelling of "RNA"."""
+    p = PRESETS["ampere-tf32"].replace(operand_conversion=mode)
     rep = probe(SimulatedTarget(p), "tf32", cases=1000)
-    assert rep.profile.operand_conversion == "round" and rep.accepted
+    assert rep.profile.operand_conversion == mode and rep.accepted
     assert not math.isnan(rep.seconds)
+    assert PRESETS["ampere-tf32"].replace(operand_conversion="round").operand_conversion == "RNA"
 
 
 @pytest.mark.parametrize("kind", ["sim", "simgemm", "mmasim"])

@@ -14,6 +14,7 @@ from families import (
 from fpscope.formats import BF16, FP16, FP32, FP64
 from fpscope.masks import Mask, MaskError, choose_mask
 from fpscope.reveal import RevealError, lca_sizes_of_tree, reveal
+from fpscope.targets import make_target
 from fpscope.targets.base import Target
 from fpscope.targets.simulated import SimulatedMatmul, SimulatedSum
 from fpscope.tree import SumTree
@@ -496,3 +497,45 @@ def test_band_slots_match_the_numpy_search(reqs):
     T, slots = _band_slots(idx, widths, lengths, families, serial, 24)
     assert (T, [sl[0] for sl in slots]) == _band_slots_reference(idx, widths, lengths, families,
                                                                  serial, 24)
+
+
+class _BlockedScan:
+    """A running sum whose last output alone adds two half totals ((x0+..+x31) + (x32+..+x63)):
+    outputs 33..62 are chains from x0, not the last output's tree restricted to x0..xj (that
+    would be (x0+..+x31) + (x32+..+xj); output 32 is the same either way)."""
+
+    @staticmethod
+    def _scan(x):
+        out = np.cumsum(x)
+        h = len(x) // 2
+        out[-1] = np.cumsum(x[:h])[-1] + np.cumsum(x[h:])[-1]
+        return out
+
+
+def test_scan_outputs_are_checked_against_the_prefix_of_the_tree(capsys):
+    """numpy.cumsum: every output j equals the last output's chain restricted to x0..xj (pairs
+    answered by all outputs of one call); a blocked scan is caught and named."""
+    from fpscope.cli import main
+    from fpscope.targets.numpy_targets import NumpyCumsum
+
+    t = make_target("numpy.cumsum", n=64)
+    try:
+        res = reveal(t, replay_samples=4)
+    finally:
+        t.close()
+    said = res.stats.checks["scan_prefixes"]
+    assert isinstance(said, int) and said > 64
+
+    class Blocked(_BlockedScan, NumpyCumsum):
+        pass
+
+    t = make_target("numpy.cumsum", n=64)
+    t.__class__ = Blocked
+    try:
+        res = reveal(t, replay_samples=4)
+    finally:
+        t.close()
+    said = res.stats.checks["scan_prefixes"]
+    assert isinstance(said, str) and said.startswith("no: outputs 33, 34"), said
+    assert main(["reveal", "numpy.cumsum", "--n", "40"]) == 0
+    assert "every output is the tree's prefix" in " ".join(capsys.readouterr().out.split())

@@ -250,6 +250,20 @@ def test_cli_reveal_f_layout(capsys, tmp_path):
     assert main(["verify", str(rec)]) == 0
 
 
+def test_cli_sweep_layout_summaries_follow_each_layout(capsys):
+    """A layout sweep describes each tree in its own memory order: F's tree is "taken in memory
+    order (F layout)", C's is not (the summary is given the layout of the value revealing it)."""
+    rc = main(["reveal", "numpy.sum", "--shape", "16x12", "--samples", "2", "--sweep",
+               "layout=C,F", "--format", "json"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out)
+    summaries = res["summaries"]
+    assert len(summaries) == 2, summaries
+    ids = {row["value"]: row["tree_id"] for row in res["sweep"]["rows"]}
+    assert "memory order (F layout)" in summaries[ids["F"]]
+    assert "F layout" not in summaries[ids["C"]]
+
+
 # -- torch and jax -------------------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ FPSCOPE_TEST_ORDER at every call).
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -84,33 +85,75 @@ def test_bad_baselines(tmp_path):
         assert_same_order(KERNEL, bad)
 
 
-def test_pin_order_writes_then_checks(tmp_path, monkeypatch):
-    monkeypatch.delenv("FPSCOPE_UPDATE_PINS", raising=False)
+@pytest.fixture
+def no_record_env(monkeypatch):
+    for name in ("FPSCOPE_RECORD", "FPSCOPE_UPDATE_PINS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_pin_order_missing_baseline_fails_then_records_and_checks(tmp_path, monkeypatch,
+                                                                  no_record_env):
     monkeypatch.setenv("FPSCOPE_TEST_ORDER", "sequential")
     path = tmp_path / "pins" / "env_sum.json"
+    # a missing baseline is a failure, not a silent first recording
+    with pytest.raises(AssertionError, match="no baseline at .*--fpscope-record or "
+                                             "FPSCOPE_RECORD=1"):
+        pin_order(KERNEL, path, n=N)
+    assert not path.exists()
+    monkeypatch.setenv("FPSCOPE_RECORD", "1")
     with pytest.warns(UserWarning, match="baseline of .* written"):
         pin_order(KERNEL, path, n=N)
+    monkeypatch.delenv("FPSCOPE_RECORD")
     assert json.loads(path.read_text())["accuracy"]["samples"] == 64  # 16 per distribution
     pin_order(KERNEL, path, n=N)  # passes, writes nothing
     monkeypatch.setenv("FPSCOPE_TEST_ORDER", "pairwise")
     with pytest.raises(AssertionError, match="differs"):
         pin_order(KERNEL, path, n=N)
-    monkeypatch.setenv("FPSCOPE_UPDATE_PINS", "1")  # accept the new order
+    monkeypatch.setenv("FPSCOPE_UPDATE_PINS", "1")  # the older name: accept the new order
     with pytest.warns(UserWarning):
         pin_order(KERNEL, path, n=N)
     monkeypatch.delenv("FPSCOPE_UPDATE_PINS")
     assert pin_order(KERNEL, path, n=N) == SumTree.pairwise(N)
 
 
-def test_fpscope_pin_fixture_as_documented(pytester, monkeypatch):
-    """The documented set-up: conftest.py with pytest_plugins = ["fpscope.testing"]."""
+def test_same_order_other_arithmetic_fails(record, monkeypatch):
+    """The "no false identical" case: the same left-to-right tree with a float64 accumulator
+    is not the baseline's fp32 arithmetic; comparing the order alone passed it."""
+    monkeypatch.setenv("FPSCOPE_TEST_ORDER", "sequential-fp64")
+    with pytest.raises(AssertionError) as exc:
+        assert_same_order(KERNEL, record)
+    msg = str(exc.value)
+    assert "node arithmetic differs from the baseline" in msg
+    assert "same tree, different node arithmetic" in msg
+    assert "first differing parameter" in msg
+
+
+def test_relative_baseline_is_found_next_to_the_test_file(record, sequential, tmp_path,
+                                                          monkeypatch, no_record_env):
+    """A relative path names a file beside the calling test file, from any current folder."""
+    rel = Path(os.path.relpath(record, Path(__file__).resolve().parent))
+    assert not rel.is_absolute()
+    monkeypatch.chdir(tmp_path)  # the path does not resolve from here
+    assert not (tmp_path / rel).exists()
+    assert assert_same_order(KERNEL, rel) == SumTree.sequential(N)
+    assert pin_order(KERNEL, str(rel), n=N) == SumTree.sequential(N)
+
+
+def test_fpscope_pin_fixture_as_documented(pytester, monkeypatch, no_record_env):
+    """The documented set-up: conftest.py with pytest_plugins = ["fpscope.testing"]; the
+    first run without --fpscope-record fails (no baseline), with it records."""
     monkeypatch.setenv("FPSCOPE_TEST_ORDER", "sequential")
     pytester.makeconftest('pytest_plugins = ["fpscope.testing"]\n')
     pytester.makepyfile(test_kernel=textwrap.dedent(f"""
         def test_order(fpscope_pin):
             fpscope_pin({KERNEL!r}, name="env16", n={N})
     """))
-    res = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning")
+    res = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*no baseline at*--fpscope-record*"])
+    assert not (pytester.path / "fpscope_baselines" / "env16.json").exists()
+    res = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning",
+                                       "--fpscope-record")
     res.assert_outcomes(passed=1)
     assert (pytester.path / "fpscope_baselines" / "env16.json").is_file()
     res = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
@@ -119,3 +162,26 @@ def test_fpscope_pin_fixture_as_documented(pytester, monkeypatch):
     res = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*smallest differing subtree*"])
+
+
+def test_record_option_through_the_plugin_flag(pytester, monkeypatch, no_record_env):
+    """``pytest -p fpscope.testing --fpscope-record`` (what the pytest11 entry point loads):
+    pin_order in a test file with a relative path records beside that file, whatever the
+    current folder."""
+    monkeypatch.setenv("FPSCOPE_TEST_ORDER", "sequential")
+    sub = pytester.mkpydir("suite")
+    (sub / "test_pin.py").write_text(textwrap.dedent(f"""
+        from fpscope.testing import pin_order
+
+        def test_pin():
+            pin_order({KERNEL!r}, "baselines/env.json", n={N})
+    """))
+    elsewhere = pytester.mkdir("elsewhere")
+    monkeypatch.chdir(elsewhere)
+    args = ("-q", "-p", "no:cacheprovider", "-p", "fpscope.testing", str(sub / "test_pin.py"))
+    pytester.runpytest_inprocess(*args).assert_outcomes(failed=1)
+    res = pytester.runpytest_inprocess(*args, "--fpscope-record", "-W", "ignore::UserWarning")
+    res.assert_outcomes(passed=1)
+    assert (sub / "baselines" / "env.json").is_file()
+    assert not (elsewhere / "baselines").exists()
+    pytester.runpytest_inprocess(*args).assert_outcomes(passed=1)

@@ -54,6 +54,57 @@ getattr(import_module(module), name).compile(sig)
 """
 
 
+#: ``callable()`` told once (until :func:`set_compile_notice` is called again) that numba is
+#: about to compile emulator code that neither this process nor its cache holds; None: nobody.
+_compile_notice = None
+_announced = False
+
+
+def set_compile_notice(notice):
+    """Install ``notice`` (a ``callable()`` or None), called at most once, just before the
+    first emulator kernel compile that numba's on-disk cache cannot spare (a kernel's first run
+    on a machine takes tens of seconds: the CLI prints a line so that a user does not wait on
+    a silent bar). Returns the previous notice. Errors: none raised."""
+    global _compile_notice, _announced
+    old, _compile_notice, _announced = _compile_notice, notice, False
+    return old
+
+
+def is_cold(dispatcher, args) -> bool:
+    """True when ``dispatcher(*args)`` (a ``cache=True`` numba function) will compile: neither
+    this process nor numba's on-disk cache holds its code for these argument types. False
+    when it will not or when that cannot be told (numba internals that moved, no cache).
+    Errors: none raised."""
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        if sig in dispatcher.overloads:
+            return False
+        cache = dispatcher._cache
+        key = cache._index_key(sig, dispatcher.targetctx.codegen())
+        return key not in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - cannot tell: say nothing
+        return False
+
+
+def announce_compile(dispatcher, args) -> None:
+    """Call the notice of :func:`set_compile_notice` when ``dispatcher(*args)`` is about to
+    compile (:func:`is_cold`) and none was given yet. Errors: none raised (a failing notice is
+    ignored)."""
+    if _compile_notice is not None and not _announced and is_cold(dispatcher, args):
+        _announce()
+
+
+def _announce() -> None:
+    global _announced
+    if _compile_notice is None or _announced:
+        return
+    _announced = True
+    try:
+        _compile_notice()
+    except Exception:  # noqa: BLE001 - a notice never stops the work
+        pass
+
+
 def load_compiled(dispatcher, args) -> None:
     """Before ``dispatcher(*args)`` (a ``parallel=True, cache=True`` numba function): where
     neither this process nor numba's cache holds its code for these argument types, compile it
@@ -69,17 +120,20 @@ def load_compiled(dispatcher, args) -> None:
     ``Dispatcher._cache``, ``Cache._index_key``) leaves the call to compile in this process,
     as numba always does; ``FPSCOPE_COMPILE_APART=0`` in the environment asks for that.
     Errors: none raised."""
+    if not is_cold(dispatcher, args):
+        return
+    _announce()
     if os.environ.get("FPSCOPE_COMPILE_APART", "1") == "0":
         return
+    _compile_apart(dispatcher, args)
+
+
+def _compile_apart(dispatcher, args) -> None:
+    """Compile ``dispatcher`` for ``args``' types in a child process, which writes numba's
+    cache (:func:`load_compiled`). Errors: none raised."""
     try:
         sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-        if sig in dispatcher.overloads:
-            return
-        cache = dispatcher._cache
         codegen = dispatcher.targetctx.codegen()
-        key = cache._index_key(sig, codegen)
-        if key in cache._cache_file._load_index():
-            return
         _, cpu, features = codegen.magic_tuple()
         # the same modules as here: this process's import path (fpscope may come from a folder
         # put on sys.path at run time) and numba's CPU settings

@@ -121,7 +121,9 @@ class Arithmetic:
     # -- queries ------------------------------------------------------------------------------
     @property
     def formats(self) -> list[Format]:
-        return [get_format(f) for f in self.node_formats]
+        """The Format of every node (post-order), one get_format per distinct name."""
+        by_name = {name: get_format(name) for name in set(self.node_formats)}
+        return [by_name[f] for f in self.node_formats]
 
     @property
     def out_format(self) -> Format:

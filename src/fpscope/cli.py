@@ -50,12 +50,6 @@ block-scaled (MX / NVFP4) instructions, called D = op(A, B, C, scale_a, scale_b)
 """
 
 
-_MATRIX_TARGETS = {
-    "numpy.matmul", "numpy.vecmat", "numpy.matvec", "numpy.einsum", "torch.mm", "torch.mv",
-    "torch.matmul", "jax.numpy.matmul", "emulate.matmul",
-}
-
-
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
@@ -240,8 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
         "arrays a (n, K), b (n, K), c (n,), d (n,) output bit patterns, and 0-d strings "
         "in_format and out_format. Exit 0 when a profile reproduces every sample, 1 when none "
         "does, 2 on bad input.",
-        epilog="examples:\n  fpscope fit ../shared/data/hw-vectors/H100/fp16 -o h100.json\n"
-        "  fpscope fit ../shared/data/hw-vectors/A100/fp16 --out fp16 --no-presets\n"
+        epilog="examples (FPSCOPE_HW_VECTORS: a copy of the Khattak-Mikaitis recordings, "
+        "README 'Recorded hardware vectors'):\n"
+        "  fpscope fit \"$FPSCOPE_HW_VECTORS/H100/fp16\" -o h100.json\n"
+        "  fpscope fit \"$FPSCOPE_HW_VECTORS/A100/fp16\" --out fp16 --no-presets\n"
         "  fpscope fit my_device.npz --format json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ft.add_argument("recording", help="hw-vectors folder or .npz file")
@@ -351,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "D = round(alpha * acc), through fp32 (default 1)")
     em.add_argument("--out-format", choices=["fp32", "fp16", "bf16"], help="epilogue output "
                     "type (rounded through fp32, as cuBLAS does; bf16 is stored as float32)")
+    em.add_argument("--operand-conversion", choices=["RNA", "RNE", "truncate"],
+                    help="convert fp32 operands to the profile's tf32, bf16 or fp16 inputs: RNA "
+                    "(nearest, ties away: cuBLAS TF32), RNE (ties to even) or truncate "
+                    "(toward zero); overrides the profile's (fpscope profiles, column "
+                    "'conversion'; without one, operands must be values of the input format)")
     em.add_argument("--force", action="store_true", help="replace an existing output file")
     em.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -396,26 +397,14 @@ def _make_target(args):
     if n is not None and n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
     if n is None and shape is None:
-        n = 256 if args.target.split("[")[0] in _MATRIX_TARGETS else 1024
+        from .api import default_n
+
+        n = default_n(args.target)
     return make_target(args.target, n=n, shape=shape, dtype=args.dtype, layout=args.layout,
                        offset=args.offset, threads=args.threads, axis=args.axis, index=args.index,
                        env=_parse_env(getattr(args, "env", None)),
                        batched=True if getattr(args, "batched", False) else None,
                        output=_parse_position(getattr(args, "position", None)))
-
-
-def _class_difference(classes: list, k: int) -> str:
-    """How class k's tree differs from class 0's: the smallest differing subtree."""
-    from .diff import Side, diff_trees
-    from .tree import SumTree
-
-    a, b = (SumTree.from_json(classes[i]["tree"]) for i in (0, k))
-    d = diff_trees(Side("A", tree=a), Side("B", tree=b))
-    if d.subtree is None:
-        return d.verdict
-    s = d.subtree
-    return (f"smallest differing subtree ({len(s['leaves'])} leaves): A {s['a_text']}, "
-            f"here {s['b_text']}")
 
 
 def _parse_position(text):
@@ -445,31 +434,53 @@ def _parse_env(items) -> dict | None:
 
 
 def _progress(quiet: bool, n: int):
-    """A rich progress bar on stderr once a reveal has run for a second; (callback, finish)."""
+    """A rich progress bar on stderr (a terminal only), shown one second after this call
+    whether or not a probe has been answered by then: before the first answer a large reveal
+    checks the op and builds its first probe rows (seconds at n = 10^7), which the bar says;
+    the reveal then reports every op call (``Prober.heartbeat``). (callback, finish)."""
     if quiet or not sys.stderr.isatty():
         return None, lambda: None
-    import time
+    import threading
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     est = max(n, int(n * math.log2(max(n, 2)) / 2))
-    state = {"prog": None, "task": None, "t0": time.perf_counter()}
+    lock = threading.Lock()
+    state = {"prog": None, "task": None, "done": 0, "over": False}
+
+    def describe(done):
+        return "revealing" if done else f"preparing the probes (n = {n:,}: checks, probe rows)"
+
+    def show():
+        with lock:
+            if state["over"] or state["prog"] is not None:
+                return
+            prog = Progress(TextColumn("{task.description}"), BarColumn(),
+                            TextColumn("{task.completed} probes"), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)
+            state["task"] = prog.add_task(describe(state["done"]), total=est,
+                                          completed=min(state["done"], est))
+            prog.start()
+            state["prog"] = prog
+
+    timer = threading.Timer(1.0, show)
+    timer.daemon = True
+    timer.start()
 
     def cb(done, _n):
-        if state["prog"] is None:
-            if time.perf_counter() - state["t0"] < 1.0:
-                return
-            state["prog"] = Progress(TextColumn("revealing"), BarColumn(),
-                                     TextColumn("{task.completed} probes"), TimeElapsedColumn(),
-                                     console=Console(stderr=True), transient=True)
-            state["task"] = state["prog"].add_task("reveal", total=est)
-            state["prog"].start()
-        state["prog"].update(state["task"], completed=min(done, est))
+        with lock:
+            state["done"] = max(done, state["done"])
+            if state["prog"] is not None:
+                state["prog"].update(state["task"], completed=min(state["done"], est),
+                                     description=describe(state["done"]))
 
     def finish():
-        if state["prog"] is not None:
-            state["prog"].stop()
+        timer.cancel()
+        with lock:
+            state["over"] = True
+            if state["prog"] is not None:
+                state["prog"].stop()
 
     return cb, finish
 
@@ -536,7 +547,8 @@ def cmd_sweep(args) -> int:
     from .record import dumps, new_record, write_record
 
     rec = new_record("sweep", target={"name": args.target}, sweep=res.to_json(),
-                     summaries={k: summarize(t) for k, t in res.trees.items()})
+                     summaries={k: summarize(t, spec=res.specs.get(k))
+                                for k, t in res.trees.items()})
     if args.record:
         write_record(rec, args.record, overwrite=args.force)
     # exit as a single reveal would for its worst value: 2 bad input, 1 a failed check
@@ -568,7 +580,8 @@ def _sweep_text(console, res, name: str, target: str) -> None:
                       escape(row["error"] or ""))
     console.print(table)
     for tid, tree in res.trees.items():
-        console.print(f"[bold]{tid}[/bold]: {escape(summarize(tree))}", highlight=False)
+        console.print(f"[bold]{tid}[/bold]: {escape(summarize(tree, spec=res.specs.get(tid)))}",
+                      highlight=False)
     for aid, arith in res.arithmetics.items():
         console.print(f"[bold]{aid}[/bold]: {escape(arith.describe())}", highlight=False)
     failed = sum(1 for row in res.rows if row["error"])
@@ -599,9 +612,8 @@ def cmd_reveal(args) -> int:
     if args.sweep:
         return cmd_sweep(args)
 
-    from .environment import capture_environment
-    from .record import dumps, reveal_record, write_record
-    from .reveal import RevealError, reveal
+    from . import api
+    from .record import dumps, write_record
 
     _check_new_files(args.force, args.record, args.output)
     if args.format in ("svg", "png") and not args.output:
@@ -613,24 +625,15 @@ def cmd_reveal(args) -> int:
     target = _make_target(args)
     try:
         cb, finish = _progress(args.quiet, target.n)
-        failure = None
         try:
-            res = reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
-                         replay_samples=args.samples)
-        except RevealError as exc:
-            if exc.result is None:
-                raise
-            res, failure = exc.result, exc  # report the tree and the failed replay, then exit 1
+            found = api.reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
+                               samples=args.samples, check=False,
+                               accuracy=bool(args.record or args.format == "json"))
         finally:
             finish()
-        record = reveal_record(target, res, args.seed, capture_environment())
-        if args.record or args.format == "json":  # accuracy vs the exact sum, for records (fpscope.accuracy)
-            from .accuracy import record_accuracy
-
-            record["accuracy"] = (record_accuracy(target) if args.samples > 0
-                                  else {"skipped": "--samples 0"})
     finally:
         target.close()
+    res, record, failure = found.result, found.record, found.failure
     if args.record:
         write_record(record, args.record, overwrite=args.force)
     fmt = args.format
@@ -673,155 +676,34 @@ def _console():
 def _print_text(record: dict, tree, args) -> None:
     from rich.console import Console
 
+    from .reveal_text import write_reveal_text
+
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
-            _write_text(Console(file=fh, width=120), record, tree, args)
+            write_reveal_text(Console(file=fh, width=120), record, tree, args.record)
     else:
-        _write_text(_console(), record, tree, args)
-
-
-_CONDITIONS = ("shape", "axis", "index", "output", "layout", "offset", "threads", "out_dtype")
-_CHECK_WORDS = {
-    "units": "unit count", "absorption": "mask absorbs", "sizes": "group sizes",
-    "packed_probes": "packed probes",
-    "repeated_probes": "repeats", "batched_vs_single": "batched = single",
-    "random_pairs": "random pairs", "shared_k_order_outputs": "outputs share the K-order",
-    "output_classes": "every output matches its class's tree",
-}
-
-
-def _conditions(t: dict) -> str:
-    parts = [f"n={t.get('n')}", f"dtype={t.get('dtype')}"]
-    for key in _CONDITIONS:
-        v = t.get(key)
-        if v is None or (key == "layout" and v == "C") or (key == "offset" and v == 0) \
-                or (key == "out_dtype" and v == t.get("dtype")) or (key == "shape" and v == [t.get("n")]):
-            continue
-        parts.append(f"{key}={'x'.join(map(str, v)) if isinstance(v, list) else v}")
-    return "  ".join(parts)
-
-
-def _checks_text(checks: dict) -> str:
-    """Only the checks that ran, with their counts where they have one."""
-    out = []
-    for key, v in checks.items():
-        if v in (0, None) or str(v).startswith(("no:", "fell back")):
-            continue
-        word = _CHECK_WORDS.get(key, key)
-        out.append(f"{word} ({v})" if isinstance(v, int) else word)
-    return ", ".join(out) or "none needed"
-
-
-def _write_text(console, record: dict, tree, args) -> None:
-    from .render import to_rich
-
-    t = record["target"]
-    pr = record["probe"]
-    acc = record["accumulator"]
-    console.print(f"[bold]{escape(t['name'])}[/bold]  {escape(_conditions(t))}", highlight=False)
-    console.print(f"[bold green]{escape(record['summary'])}[/bold green]", highlight=False)
-    console.print(to_rich(tree))
-    if acc.get("observable"):
-        more = " or more" if acc.get("at_least") else ""
-        name = f" ({acc['format']})" if acc.get("format") else ""
-        console.print(f"accumulator: {acc['precision_bits']} significand bits{more}{name}", highlight=False)
-    else:
-        console.print(f"accumulator: not observable: {acc.get('note', '')}", highlight=False)
-    ar = record.get("arithmetic")
-    if ar:
-        console.print(f"arithmetic: {escape(ar.get('described', ''))}", highlight=False)
-        ev = ar.get("evidence") or {}
-        probed = [ev[k] for k in ("node_formats_probed", "products_probed") if k in ev]
-        if probed:
-            console.print(f"  probed: {escape('; '.join(probed))}", highlight=False)
-        for key in ("products", "node_formats_note"):
-            if ev.get(key):
-                console.print(f"  [yellow]note:[/yellow] {escape(ev[key])}", highlight=False)
-    m = pr["mask"]
-    console.print(
-        f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
-        f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}", highlight=False)
-    console.print(f"checks passed: {_checks_text(pr['checks'])}", highlight=False)
-    shared = str(pr["checks"].get("shared_k_order_outputs", ""))
-    if shared.startswith("no:"):
-        console.print(f"[yellow]note:[/yellow] {escape(shared[3:].strip())}", highlight=False)
-    if record.get("classes"):
-        from .reveal.classes import positions_text
-
-        grid = "x".join(map(str, record["classes"][0]["grid"]))
-        console.print(f"output classes ({grid} outputs, tree per position):", highlight=False)
-        for k, c in enumerate(record["classes"]):
-            letter = chr(65 + k) if k < 26 else str(k)
-            console.print(f"  {letter}: {c['count']} outputs: {escape(positions_text(c['outputs']))}",
-                          highlight=False)
-            console.print(f"     {escape(c['summary'])}", highlight=False)
-            if k:
-                console.print(f"     vs A: {escape(_class_difference(record['classes'], k))}",
-                              highlight=False)
-            if c.get("arithmetic"):
-                console.print(f"     arithmetic: {escape(c['arithmetic']['described'])}",
-                              highlight=False)
-    rep = record["validation"].get("replay")
-    if rep:
-        state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
-        console.print(f"replay ({rep['accumulator']} accumulator): "
-                      f"{rep['matched']}/{rep['samples']} outputs {state}", highlight=False)
-        if rep.get("products"):
-            console.print("  (inputs: random factor pairs, so each product's entry is compared)",
-                          highlight=False)
-    else:
-        console.print("replay: skipped (--samples 0)", highlight=False)
-    if record.get("accuracy"):
-        from .accuracy import accuracy_text
-
-        console.print(accuracy_text(record["accuracy"]), highlight=False)
-    if args.record:
-        console.print(f"record written to {args.record}", highlight=False)
+        write_reveal_text(_console(), record, tree, args.record)
 
 
 def cmd_verify(args) -> int:
-    from .gate import GateError, target_from_record
-    from .record import arithmetic_of_record, classes_of_record, load_record
-    from .tree import SumTree
-    from .verify import merge_reports, verify
+    from . import api
+    from .gate import GateError
 
     if args.samples < 1:
         raise UsageError(f"--samples must be at least 1, got {args.samples}")
-    rec = load_record(args.record)
-    if rec.get("kind", "reveal") != "reveal":
-        raise UsageError(f"{args.record} is a {rec.get('kind')!r} record; verify reads reveal records")
-    env = _parse_env(args.env)
     try:
-        target_ = target_from_record(rec, args.record, **({"env": env} if env is not None else {}))
+        rep = api.verify(args.record, samples=args.samples, seed=args.seed,
+                         env=_parse_env(args.env))
     except GateError as exc:
         raise UsageError(str(exc)) from None
-    name = target_.name
-    target = target_
-    try:
-        tree = SumTree.from_json(rec["tree"])
-        if tree.n != target.n:
-            raise UsageError(f"{args.record}: the tree has {tree.n} leaves but the target has {target.n}")
-        arith = arithmetic_of_record(rec, tree.n_nodes)
-        checks = (rec.get("probe") or {}).get("checks") or {}
-        shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
-        classes = classes_of_record(rec)
-        if classes:  # every class of outputs against its own tree and arithmetic
-            rep = merge_reports([
-                verify(target, t, target.in_format, samples=args.samples, seed=args.seed,
-                       arithmetic=a, positions=m) for t, m, a in classes])
-        else:
-            rep = verify(target, tree, target.in_format, samples=args.samples, seed=args.seed,
-                         first_output_only=not shared, arithmetic=arith)
-    finally:
-        target.close()
     if args.format == "json":
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")
     else:
-        print(f"{name} n={tree.n}: {rep['matched']}/{rep['samples']} outputs bit-exact "
-              f"({rep['accumulator']} accumulator)")
-        if arith is not None:
-            print(f"  arithmetic: {arith.describe()}")
-            if arith.products is None and target.has_products:
+        print(f"{rep['target']} n={rep['n']}: {rep['matched']}/{rep['samples']} outputs "
+              f"bit-exact ({rep['accumulator']} accumulator)")
+        if rep["arithmetic"] is not None:
+            print(f"  arithmetic: {rep['arithmetic']}")
+            if not rep["products_compared"]:
                 print("  note: the record has no product entries (an fpscope.record/1 record): "
                       "inputs were x * 1, so how products enter (rounded or FMA) was not "
                       "compared; reveal again to record it")
@@ -847,7 +729,11 @@ def cmd_profiles(args) -> int:
                   padding=(0, 1), collapse_padding=True)
     # names are never cut or folded (they are what --profile takes); evidence wraps instead
     table.add_column("name", no_wrap=True, min_width=max(len(n) for n in PRESETS))
-    for col in ("inputs", "output", "products", "F", "step", "status"):
+    # inputs may wrap after a comma (block scales) so that the columns fit in 120
+    table.add_column("inputs", min_width=21)
+    # conversion: how fp32 operands reach tf32 / bf16 / fp16 inputs (Profile.operand_conversion;
+    # "-": operands must be values of the input format; emulate --operand-conversion overrides)
+    for col in ("output", "products", "F", "step", "conversion", "status"):
         table.add_column(col, no_wrap=True)
     table.add_column("evidence (hw-vectors)", min_width=26)
     for p in PRESETS.values():
@@ -859,37 +745,47 @@ def cmd_profiles(args) -> int:
         F = ("exact" if p.lossless else "-" if p.node == "pairwise"  # pairwise: no window
              else f"{p.frac_bits}/{p.frac_bits2}" if p.node == "two-stage" else str(p.frac_bits))
         table.add_row(p.name, inputs, p.out_format, shape, F,
-                      " ".join(p.step_rounding), p.status,
+                      " ".join(p.step_rounding), p.operand_conversion or "-", p.status,
                       escape(p.evidence.removeprefix("hw-vectors ").replace(": ", " ") or "-"))
     _console().print(table)
     return 0
 
 
 def _load_profile(text: str):
-    from pathlib import Path
+    from .profile import load_profile
 
-    from .profile import Profile, get_profile
-
-    if text.endswith(".json") or Path(text).is_file():
-        try:
-            return Profile.from_json(Path(text).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"cannot read {text}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise UsageError(f"{text}: {exc}") from None
     try:
-        return get_profile(text)
+        return load_profile(text)  # a preset name or a profile JSON file
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_npy(path: str, what: str) -> None:
+    """Refuse a file that is not a .npy file before numpy guesses "pickled data" for it."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(6)
+    except IsADirectoryError:
+        raise UsageError(f"cannot read {what} from {path}: it is a folder, not a .npy file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} from {path}: {exc.strerror or exc}") from None
+    if head == b"\x93NUMPY":
+        return
+    if head.startswith(b"PK"):
+        raise UsageError(f"{what}: {path} is an .npz archive; give one array as a .npy file "
+                         f"(numpy.save)")
+    kind = "an empty file" if not head else "not a .npy file (no NumPy header; a text file?)"
+    raise UsageError(f"{what}: {path} is {kind}; write the array with numpy.save")
 
 
 def _load_matrix(path: str, what: str):
     import numpy as np
 
+    _check_npy(path, what)
     try:
         arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {what} from {path}: {exc}") from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise UsageError(f"cannot read {what} from {path}: {str(exc).splitlines()[0]}") from None
     if arr.ndim != 2:
         raise UsageError(f"{what} must be a 2-D array, {path} holds shape {arr.shape}")
     if arr.dtype.kind != "f":
@@ -900,10 +796,11 @@ def _load_matrix(path: str, what: str):
     return arr.astype(np.float64)  # widening is exact
 
 
-def _rows_progress(quiet: bool):
-    """A rich progress bar over D's rows on stderr (a terminal only), started at once so that
-    its clock runs while numba compiles the kernel on a profile's first use (tens of seconds,
-    then cached); (callback for ``emulate.matmul(progress=)``, finish)."""
+def _rows_progress(quiet: bool, rows: int | None = None):
+    """A rich progress bar over D's ``rows`` rows on stderr (a terminal only), started at once
+    so that its clock runs while numba compiles the kernel on a profile's first use (tens of
+    seconds, then cached; :func:`_compile_notice` says so above the bar); (callback for
+    ``emulate.matmul(progress=)``, finish)."""
     if quiet or not sys.stderr.isatty():
         return None, lambda: None
     from rich.console import Console
@@ -913,7 +810,7 @@ def _rows_progress(quiet: bool):
     prog = Progress(TextColumn("emulating rows of D"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
                     transient=True)
-    task = prog.add_task("emulate", total=None)
+    task = prog.add_task("emulate", total=rows)
     prog.start()
 
     def cb(done, total):
@@ -946,24 +843,24 @@ def cmd_emulate(args) -> int:
         raise UsageError(f"{profile.name} has no block scales: drop --scale-a / --scale-b")
     SA = _load_matrix(args.scale_a, "scale_a") if scaled else None
     SB = _load_matrix(args.scale_b, "scale_b") if scaled else None
-    cb, finish = _rows_progress(args.quiet)
+    cb, finish = _rows_progress(args.quiet, A.shape[0])
     try:
         D = matmul(A, B, C, profile=profile, pad=args.pad, engine=args.engine,
                    threads=args.threads, alpha=args.alpha, out_format=args.out_format,
-                   scale_a=SA, scale_b=SB, progress=cb)
+                   scale_a=SA, scale_b=SB, progress=cb,
+                   operand_conversion=args.operand_conversion)
     except ValueError as exc:
         msg = str(exc).splitlines()[0].replace("pass pad=True", "pass --pad").replace(
-            " see matmul's docstring", " see --help")
+            " see matmul's docstring", " see --help").replace(
+            "operand_conversion 'RNA', 'RNE' or 'truncate' converts",
+            "--operand-conversion RNA, RNE or truncate converts")
         raise UsageError(msg) from None
     finally:
         finish()
     out_name = args.out_format or profile.out_format
-    dtype = {"fp32": np.float32, "fp16": np.float16, "bf16": np.float32}.get(out_name,
-                                                                              np.float64)
-    Dout = D.astype(dtype)  # D holds values of the output format: the cast is exact
-    uint = {np.float32: np.uint32, np.float16: np.uint16}.get(dtype)
-    if out_name == profile.out_format and out_name in ("fp32", "fp16") and uint is not None:
-        Dout.view(uint)[np.isnan(D)] = profile.nan_bits  # the float64 D carries no NaN bits
+    # D is in the output format's dtype with the device's NaN bits (emulate.outputs); .npy
+    # cannot hold bf16 or fp8: those are widened to float32, exactly (payloads kept)
+    Dout = D if D.dtype in (np.float32, np.float16) else D.astype(np.float32)
     with open(out, "wb") as fh:
         np.save(fh, Dout)
     if profile.status != "validated":
@@ -1227,40 +1124,59 @@ def main(argv=None) -> int:
     if args.verb is None:
         parser.print_help()
         return 2
-    from .masks import MaskError
-    from .probes.blackbox import ProbeError
-    from .record import RecordError
-    from .reveal import RevealError
-    from .targets.base import TargetError
-    from .tree import TreeError
-
     handlers = {"reveal": cmd_reveal, "verify": cmd_verify, "targets": cmd_targets,
                 "profiles": cmd_profiles, "emulate": cmd_emulate, "probe": cmd_probe,
                 "diff": cmd_diff, "fit": cmd_fit, "gate": cmd_gate,
                 "matrix": cmd_matrix}
-    from .render import RenderError
+    from ._numba_setup import set_compile_notice
 
+    old_notice = set_compile_notice(None if getattr(args, "quiet", False) else _compile_notice)
     try:
         return handlers[args.verb](args)
-    except RevealError as exc:
-        if exc.kind == "units":  # n too large for the op's accumulator: bad input
-            print(f"fpscope: {exc}", file=sys.stderr)
-            return 2
-        print(f"fpscope: check failed ({exc.kind}): {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:  # e.g. piped into head: not an error of the op
         sys.stderr.close()
         return 0
-    except (UsageError, TargetError, MaskError, RecordError, TreeError, RenderError,
-            ProbeError) as exc:
-        print(f"fpscope: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:  # e.g. unknown format names from formats.get_format
+    except (UsageError, ValueError, RuntimeError) as exc:
+        reveal_error = _loaded("fpscope.reveal.prober", "RevealError")
+        if reveal_error is not None and isinstance(exc, reveal_error):
+            if exc.kind in ("units", "nan"):  # n too large, or NaN for finite probes: bad input
+                print(f"fpscope: {exc}", file=sys.stderr)
+                return 2
+            print(f"fpscope: check failed ({exc.kind}): {exc}", file=sys.stderr)
+            return 1
+        if not isinstance(exc, (UsageError, ValueError, *_user_errors())):
+            raise
+        # bad input: ours (TargetError, MaskError, RecordError, TreeError, RenderError,
+        # ProbeError) or a ValueError, e.g. an unknown format name from formats.get_format
         print(f"fpscope: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fpscope: interrupted", file=sys.stderr)
         return 130
+    finally:
+        set_compile_notice(old_notice)
+
+
+#: the error types that mean bad input (exit 2), by module: a command that never imported a
+#: module cannot have raised its error, so none is imported just to be caught
+_USER_ERRORS = (("fpscope.targets.base", "TargetError"), ("fpscope.probes.blackbox", "ProbeError"),
+                ("fpscope.render", "RenderError"))
+
+
+def _loaded(module: str, name: str):
+    mod = sys.modules.get(module)
+    return None if mod is None else getattr(mod, name, None)
+
+
+def _user_errors() -> tuple:
+    return tuple(t for t in (_loaded(m, n) for m, n in _USER_ERRORS) if t is not None)
+
+
+def _compile_notice() -> None:
+    """Said once when numba compiles an emulator kernel its cache does not hold (tens of
+    seconds on a machine's first run; ``fpscope._numba_setup.set_compile_notice``)."""
+    print("fpscope: compiling the emulator kernel (first run, ~30 s; cached afterwards)...",
+          file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

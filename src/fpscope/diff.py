@@ -552,7 +552,7 @@ def _profile_witness(a: Profile, b: Profile, cases: int, seed: int) -> dict | No
         kind = GENERATORS[t % len(GENERATORS)]
         A, B, C = generate(kind, rng, fin, fout, 16, K, 16, min(a.block_size, b.block_size),
                            fb)
-        da, db = matmul(A, B, C, profile=a), matmul(A, B, C, profile=b)
+        da, db = (matmul(A, B, C, profile=p, dtype="float64") for p in (a, b))
         bad = (da.view(np.int64) != db.view(np.int64)) & ~(np.isnan(da) & np.isnan(db))
         if bad.any():
             m, n = (int(x) for x in np.argwhere(bad)[0])

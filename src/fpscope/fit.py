@@ -25,6 +25,8 @@ data cannot separate) and, for each rejected neighbour, the first sample that ru
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,6 +122,8 @@ def load_recording(path, out: str | None = None) -> Recording:
             raise FitError(f"cannot read {path}: {exc}") from None
         return Recording(a, b, hw_c_values(gpu, folder, out, c), d.astype(np.uint64),
                          _FOLDER_FORMATS[folder], out, str(path))
+    if not path.exists():
+        raise FitError(f"{path} does not exist (expected a hw-vectors folder or an .npz file)")
     if path.suffix != ".npz" or not path.is_file():
         raise FitError(f"{path}: not a hw-vectors folder or an .npz file")
     try:
@@ -130,8 +134,11 @@ def load_recording(path, out: str | None = None) -> Recording:
                     arrays[k] = z[k]
     except KeyError as exc:
         raise FitError(f"{path}: missing array {exc}") from None
-    except (OSError, ValueError) as exc:
-        raise FitError(f"cannot read {path}: {exc}") from None
+    except (OSError, ValueError, EOFError, NotImplementedError, zipfile.BadZipFile,
+            zlib.error) as exc:
+        # a truncated or damaged archive (BadZipFile, EOFError, zlib.error are not OSErrors)
+        raise FitError(f"cannot read {path} (a damaged or truncated .npz archive?): "
+                       f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     fin, fout = str(arrays["in_format"]), str(arrays["out_format"])
     fb = str(arrays["b_format"]) if "b_format" in arrays else None
     if fin not in _IN_FORMATS or fout not in ("fp32", "fp16") or (
@@ -369,7 +376,7 @@ def _neighbours(p: Profile, rec: Recording) -> dict:
         for zs in ZERO_SUM_SIGNS:
             add("zero_sum_sign", zs, zero_sum_sign=zs)
     if rec.in_format == "tf32":
-        for oc in ("truncate", "round"):
+        for oc in ("truncate", "RNA"):
             add("operand_conversion", oc, operand_conversion=oc)
     return out
 

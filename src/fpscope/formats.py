@@ -82,6 +82,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sys
+
 import numpy as np
 
 ROUNDING_MODES = ("RNE", "RZ", "RNA", "RD", "RU")
@@ -364,6 +366,16 @@ def format_of_dtype(dtype) -> Format:
 #: this many values up; below it, numba's import and cache load would cost more than they save.
 _JIT_FROM = 1 << 18
 
+#: ... and from this many values even when numba is not loaded yet: loading it (and its cached
+#: machine code) takes 1-4 s here, more than the numpy paths take below this size.
+_JIT_LOAD_FROM = 1 << 23
+
+
+def _jit_worth(size: int) -> bool:
+    """Whether an array of ``size`` values takes a numba fast path: at least ``_JIT_FROM``
+    values and numba loaded already (the emulator loads it), or ``_JIT_LOAD_FROM`` values."""
+    return size >= _JIT_FROM and ("numba" in sys.modules or size >= _JIT_LOAD_FROM)
+
 
 def _round_integer(s: np.ndarray, mode: str) -> np.ndarray:
     """Round float64 values to integers (exactly) in ``mode``."""
@@ -410,7 +422,8 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
 
     Arrays of at least ``_JIT_FROM`` values take a numba fast path for their regular values
     (``_formats_jit.round_regular``: finite, in the normal range, no overflow), bit for bit the
-    result of the exact path (tests/test_formats.py compares them).
+    result of the exact path (tests/test_formats.py compares them), where numba is loaded
+    already or the array has ``_JIT_LOAD_FROM`` values (:func:`_jit_worth`).
 
     Returns:
         float64 array of the same shape; each value is exactly representable in ``fmt``, or NaN.
@@ -430,7 +443,7 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
     policy = fmt.overflow if overflow is None else overflow
     _check_policy(fmt, policy)
     x = np.asarray(x, dtype=np.float64)
-    if x.size >= _JIT_FROM and fmt.signed and fmt.subnormals and 2 <= fmt.p <= 52:
+    if _jit_worth(x.size) and fmt.signed and fmt.subnormals and 2 <= fmt.p <= 52:
         # fast path (numba): the regular values on their bits, the rest exactly below
         from ._formats_jit import round_regular
 
@@ -443,7 +456,32 @@ def round_to_format(x, fmt: Format, mode: str = "RNE", overflow: str | None = No
             rest = ~handled
             out[rest] = _round_exact(flat[rest], fmt, mode, policy, flush_subnormals)
         return out.reshape(x.shape)
+    if (mode == "RNE" and policy == "inf" and not flush_subnormals and fmt.p == 24
+            and fmt.emin == -126 and fmt.emax == 127 and fmt.specials == "ieee"
+            and fmt.signed and fmt.subnormals and x.size >= _CAST_FROM):
+        return _round_fp32_cast(x, fmt)
     return _round_exact(x, fmt, mode, policy, flush_subnormals)
+
+
+#: round_to_format to fp32 with RNE takes the hardware cast from this many values
+_CAST_FROM = 1 << 10
+
+
+def _round_fp32_cast(x: np.ndarray, fmt: Format) -> np.ndarray:
+    """RNE to fp32 (overflow to Inf) by the IEEE float64 -> float32 conversion, which rounds
+    once, correctly (IEEE 754-2019 section 5.4.2); the values whose result could be subnormal
+    (|x| < 2^-126) take the exact path, so a flush-to-zero mode set by some library in this
+    process cannot change a result. NaN gives the canonical NaN, as the exact path does.
+    tests/test_formats.py compares it with the exact path bit for bit."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = x.astype(np.float32).astype(np.float64)
+    tiny = (np.abs(x) < fmt.min_normal) & (x != 0)
+    if tiny.any():
+        out[tiny] = _round_exact(x[tiny], fmt, "RNE", "inf", False)
+    nan = np.isnan(x)
+    if nan.any():
+        out[nan] = np.nan
+    return out
 
 
 def _round_exact(x: np.ndarray, fmt: Format, mode: str, policy: str,
@@ -523,15 +561,21 @@ def is_representable(x, fmt: Format) -> np.ndarray:
     formats without negative zero (fnuz, e8m0), nor 0 in e8m0.
 
     Fast paths: for an array of at least ``_JIT_FROM`` values, a one-pass bit test of the
-    significand (``_formats_jit.surely_representable``, numba); else a value that comes back
-    bit for bit from a cast to the format's storage dtype and back is in the format, whatever
-    rounding the library cast does (widening is exact). Only the values a fast path does not
-    accept are checked with :func:`round_to_format`.
+    significand (``_formats_jit.surely_representable``, numba), where numba is loaded already
+    (the emulator) or the format has no storage dtype (tf32); else a value that comes back bit
+    for bit from a cast to the format's storage dtype and back is in the format, whatever
+    rounding the library cast does (widening is exact). Loading numba costs seconds, which a
+    reveal of an fp32 op need not pay. Only the values a fast path does not accept are checked
+    with :func:`round_to_format`.
     """
     x = np.asarray(x, dtype=np.float64)
-    quick = _surely_representable(x, fmt) if x.size >= _JIT_FROM else None
+    quick = None
+    if _jit_worth(x.size):
+        quick = _surely_representable(x, fmt)
     if quick is None:
         quick = _round_trips(x, fmt)
+    if quick is None and x.size >= _JIT_FROM:
+        quick = _surely_representable(x, fmt)
     if quick is not None:
         if quick.all():
             return quick

@@ -67,7 +67,9 @@ def target_from_record(rec: dict, where: str = "record", name: str | None = None
     """
     spec = dict(rec["target"])
     name = name or spec.get("name")
-    if not name or not isinstance(name, str):
+    if callable(name) and not isinstance(name, str):  # a Python function (the Python API)
+        pass
+    elif not name or not isinstance(name, str):
         raise GateError(f"{where}: the target has no name")
     root = spec.get("import_root")
     if isinstance(root, str) and root not in sys.path:
@@ -210,8 +212,10 @@ def _g(v) -> str:
 
 
 def _load_baseline(path) -> dict:
+    from .record import validate_record
+
     try:
-        rec = load_record(path)
+        rec = validate_record(path, "baseline") if isinstance(path, dict) else load_record(path)
     except RecordError as exc:
         raise GateError(str(exc).splitlines()[0]) from None
     if rec.get("kind", "reveal") not in ("reveal", "probe"):
@@ -233,8 +237,10 @@ def gate(
     """Re-reveal the baseline's target live and judge it under ``policy`` (module docstring).
 
     Args:
-        baseline: path of a reveal record (or a probe record: see ``fpscope gate --help``).
-        target: target name replacing the record's (same probe conditions).
+        baseline: path of a reveal record (or a probe record: see ``fpscope gate --help``), or
+            a record dict (policy "record" then needs ``record``).
+        target: target name replacing the record's (same probe conditions), or a Python
+            callable (:func:`fpscope.targets.make_target` takes function objects).
         policy: "bitwise", "tolerant" or "record".
         units: budget of "tolerant": the largest accepted |live - baseline replay|, in units
             of u * sum|terms| (u = 2^-p of the output format; >= 0).
@@ -266,6 +272,10 @@ def gate(
     if samples < 1:
         raise GateError(f"--samples must be at least 1, got {samples}")
     rec = _load_baseline(baseline)
+    if isinstance(baseline, dict):  # a record from the Python API: no file, no default path
+        if policy == "record" and record is None:
+            raise GateError("policy 'record' with a baseline dict needs record=PATH")
+        baseline = "baseline"
     if rec.get("kind") == "probe":
         return _gate_probe(rec, str(baseline), target, policy, record, force)
     try:
@@ -277,6 +287,8 @@ def gate(
                         f"arithmetic to replay")
     out = Path(record) if record is not None else (
         default_record_path(baseline) if policy == "record" else None)
+    if out is not None and out.is_dir():
+        raise GateError(f"{out} is a folder; give a file name to --record")
     if out is not None and out.exists() and not force:
         raise GateError(f"{out} exists; choose another name (--record) or pass --force to replace it")
     if out is not None and not out.parent.is_dir():
@@ -379,6 +391,8 @@ def _gate_probe(rec: dict, baseline: str, target: str | None, policy: str, recor
         raise GateError(f"{baseline}: bad profile: {str(exc).splitlines()[0]}") from None
     out = Path(record) if record is not None else (
         default_record_path(baseline) if policy == "record" else None)
+    if out is not None and out.is_dir():
+        raise GateError(f"{out} is a folder; give a file name to --record")
     if out is not None and out.exists() and not force:
         raise GateError(f"{out} exists; choose another name (--record) or pass --force to replace it")
     probe_info = rec.get("probe") or {}

@@ -458,7 +458,7 @@ def _run_cell(index: int, cell: Cell, out: Path, seed: int, replay_samples: int)
         try:
             res = reveal(target, seed=seed, replay_samples=replay_samples)
         except RevealError as exc:
-            if exc.kind == "units":
+            if exc.kind in ("units", "nan"):
                 res_out.status, res_out.error = "skipped", str(exc).splitlines()[0]
                 return res_out
             res_out.status, res_out.error = "failed", f"{exc.kind}: {str(exc).splitlines()[0]}"

@@ -60,7 +60,13 @@ _EXTRA_FORMATS = {"e8m13": E8M13}
 
 ALIGNMENTS = ("truncate", "floor", "nearest")
 STATUSES = ("validated", "experimental")
-OPERAND_CONVERSIONS = ("truncate", "round")
+#: ``Profile.operand_conversion``: how fp32 operands reach a tf32 / bf16 / fp16 instruction
+#: ("truncate": toward zero, RZ; "RNA": nearest, ties away; "RNE": nearest, ties to even).
+OPERAND_CONVERSIONS = ("truncate", "RNA", "RNE")
+#: Older spellings read as today's ("round" was the only nearest mode: ties away).
+_CONVERSION_ALIASES = {"round": "RNA"}
+#: The input formats an fp32 operand can be converted to (``operand_conversion``).
+CONVERTIBLE_FORMATS = ("tf32", "bf16", "fp16")
 C_ENTRIES = ("first", "last")
 SPLIT_K_ORDERS = ("serial", "pairwise")
 NODES = ("fused", "pairwise", "two-stage", "grouped")
@@ -122,13 +128,19 @@ class Profile:
             without a signed zero gives, while a nonzero negative sum that rounds to zero
             keeps its -0 (mmasim's AMD CDNA1 model, ``arithmetic/fdpa.py: e_fdpa``:
             ``exact_sum`` then ``normalize_parts_to_fp32``). Fused node only.
-        operand_conversion: how fp32 operands not representable in a tf32 in_format are reduced
-            ("truncate" or "round" = nearest, ties away); None for other input formats.
-            "truncate" reads a float32 operand as its fp32 word without the 13 low fraction
-            bits, as mmasim (``helper.truncate_fp32_to_tf32``) and a tensor core reading the
-            top 19 bits of a register do: numbers round toward zero, and a signalling NaN
-            whose payload lies only in those bits is +-Inf (float64 NaNs are quiet; no
-            recording has such a NaN).
+        operand_conversion: how fp32 operands are reduced to a tf32, bf16 or fp16 input
+            format (:mod:`fpscope.emulate.conversion`): "truncate" (toward zero), "RNA"
+            (nearest, ties away: cuBLAS's TF32 conversion as its users report it, 1024.5 * 1.0
+            = 1025 on an RTX 3090, pytorch/pytorch issue 53635; NUMERICS.md section 2), "RNE"
+            (nearest, ties to even); "round" is read as "RNA". None: operands must be values of
+            the input format (tf32 presets: "truncate"). With a conversion, operands must be
+            fp32 values; each is rounded once, exactly; overflow gives Inf, except under
+            "truncate" (the largest finite value, IEEE 754 rounding toward zero). "truncate"
+            reads a float32 operand of a tf32 or bf16 profile as its fp32 word without the low
+            fraction bits (13 for tf32, 16 for bf16), as mmasim
+            (``helper.truncate_fp32_to_tf32``) and a tensor core reading the top 19 bits of a
+            register do: numbers round toward zero, and a signalling NaN whose payload lies only
+            in those bits is +-Inf (float64 NaNs are quiet; no recording has such a NaN).
         k_order: the order the k products are taken in before they are cut into blocks (block
             s holds products ``k_order[s*L:(s+1)*L]``); None = natural order.
         c_entry: "first": c is the accumulator of the first block; "last": the blocks start from
@@ -316,8 +328,17 @@ class Profile:
         for f in ("flush_inputs", "flush_outputs", "neg_zero_to_pos"):
             if not isinstance(getattr(self, f), bool):
                 raise ValueError(f"{f} must be a boolean")
-        if self.operand_conversion not in (None, *OPERAND_CONVERSIONS):
-            raise ValueError(f"unknown operand_conversion {self.operand_conversion!r}")
+        oc = _CONVERSION_ALIASES.get(self.operand_conversion, self.operand_conversion)
+        if oc not in (None, *OPERAND_CONVERSIONS):
+            raise ValueError(f"unknown operand_conversion {self.operand_conversion!r}; known: "
+                             f"{', '.join(OPERAND_CONVERSIONS)}")
+        object.__setattr__(self, "operand_conversion", oc)  # one spelling per mode
+        if oc is not None:
+            odd = [f for f in (self.in_format, self.b_format) if f is not None
+                   and resolve_format(f).name not in CONVERTIBLE_FORMATS]
+            if odd:
+                raise ValueError(f"operand_conversion {oc!r} converts fp32 operands to "
+                                 f"{', '.join(CONVERTIBLE_FORMATS)}; this profile takes {odd[0]}")
         if isinstance(self.k_order, list):
             object.__setattr__(self, "k_order", tuple(self.k_order))
         if self.k_order is not None and sorted(self.k_order) != list(range(self.k)):
@@ -871,6 +892,61 @@ _SCALED_PRESETS = [
 ]
 PRESETS.update((p.name, p) for p in _SCALED_PRESETS)
 
+# -- Blackwell B200 (sm_100) mma.sync with fp8 operands (experimental; Khattak-Mikaitis model) --
+#
+# ``blackwell-<e4m3|e5m2>[-fp16out]``: ``mma.sync.aligned.m16n8k32`` .e4m3 / .e5m2 (the sm_89
+# fp8 shapes, kept by sm_100) on a B200. mmasim 2.1.1 has no model of them (its sm_100 mma list
+# holds the sm_80 / sm_75 shapes only; probes/mmasim_target.NO_MODEL). Source: Khattak and
+# Mikaitis, "Accurate Models of NVIDIA Tensor Cores" (arXiv 2512.07004), and their MATLAB models
+# (github.com/north-numerical-computing/MATLAB-tensor-core: models/B200TC.m, models/tools/GEMM.m
+# and Generic_BFMA_TC.m at commit 109e412d, the revision holding the B200 recordings; the README
+# revision that cites the paper names the same set-up: fma 16, neab 2, rz, inter_pattern 1).
+# Their B200 fp8 model, restated:
+# * an instruction's 32 products are two fused steps of 16, interleaved: the products k = 0, 1
+#   mod 4 from zero, then k = 2, 3 mod 4 with the first step's result as accumulator (the
+#   k_order of the Hopper fp16-output presets); c is added after both;
+# * a step keeps 2 alignment bits beyond fp32's 23 fraction bits, truncating (F = 25 here, as
+#   the hopper-e*-fp16out presets), keeps subnormals, drops zero terms (so no e_zero), and is
+#   rounded toward zero to fp32 (fp32 output) or to nearest-even to fp16 (fp16 output);
+# * c's addition is rounded to nearest-even in the output format, exactly (two guard bits and a
+#   sticky bit), for both outputs ("fixed to RN" for H100 / H200 / B200 in GEMM.m).
+# fp16 output: expressed exactly (c_entry "last", step RNE to fp16): the arithmetic of the
+# validated hopper-e*-fp16out presets, which the same source revision gives H100 as well.
+# fp32 output: NOT expressible. A profile rounds c's addition (c_entry "last") with
+# step_rounding; the source rounds the steps RZ and c's addition RNE. These presets round both
+# RNE: equal to the source whenever each step's window-cut sum is an fp32 value (e4m3 operands
+# up to 4 in magnitude, as in the published H100 / Ada sets: products are multiples of 2^-18
+# below 2^4; normally distributed data: 0 of 2000 instructions per format differ), different
+# where a step's sum must be rounded (products spread over more than 2^24: about half of the
+# instructions on uniformly random finite fp8 bit patterns, where the source rounds toward
+# zero). Rounding all
+# three RZ would differ from the source wherever c's addition is inexact (about 35% of
+# recording-like instructions) and contradicts the B200 recordings (below).
+# The B200 recordings (model_validation/B200/E4M3, c and d public, a and b not): every e4m3 value
+# is a multiple of 2^-9, so the product sum S (a multiple of 2^-18) is recovered from d - c where
+# |d| < 16; of the first 64 fp32-output samples, all 63 such are RNE(S + c), 23 of them lie
+# beyond RZ(S + c) in magnitude (10 of these positive sums, which no round-toward-zero step
+# gives while no product bit is cut: true for operands up to 4 in magnitude, as in the H100 /
+# Ada sets; B200's a and b are not public), and 10 exact ties go 6 down, 4 up (ties to even):
+# so not the single RZ-FP32 step of mmasim's other Blackwell fp8 models (tcgen05 kind::f8f6f4,
+# RTX Blackwell mma.sync), nor of another revision of B200TC.m in the repository (fma 32, no
+# interleaving).
+# scripts/final_rounding_check.py repeats the check on any such folder.
+# Assumed where the sources are silent: NaN 0x7FFFFFFF / 0x7FFF (as recorded on H100 / A100 /
+# Ada / V100), -0 results -> +0 (NVIDIA), e_zero -133 / -21 (the Hopper / Blackwell values; no
+# output depends on it: a zero term only lowers the cut, to 2^(e_zero - 25), below the last bit
+# of any fp8 product, 2^-18 / 2^-32, and of any step result, c being added by itself). Mixed
+# e4m3 x e5m2: ``PRESETS["blackwell-e4m3"].replace(b_format="fp8_e5m2")``
+# (the source models same-type operands only).
+_B200_FP8_PRESETS = [
+    p for short, fmt in _NV_FP8 for p in (
+        _p(f"blackwell-{short}", "blackwell", fmt, 16, 32, 25, -133, step=("fp32", "RNE"),
+           k_order=_H100_FP8_F16_ORDER, c_entry="last"),
+        _p(f"blackwell-{short}-fp16out", "blackwell", fmt, 16, 32, 25, -21, out="fp16",
+           step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"))
+]
+PRESETS.update((p.name, p) for p in _B200_FP8_PRESETS)
+
 
 #: The recorded set (shared/data/hw-vectors) each preset reproduces bit for bit.
 _EVIDENCE = {
@@ -902,3 +978,53 @@ def get_profile(name: str) -> Profile:
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown profile {name!r}; {hint}'fpscope profiles' lists the "
                          f"{len(PRESETS)} presets") from None
+
+
+def load_profile(profile) -> Profile:
+    """A :class:`Profile` from a preset name, a Profile, or the path of a profile JSON file.
+
+    Args:
+        profile: a :class:`Profile` (returned as it is); a preset name (``fpscope profiles``
+            lists them; a name wins over a file of the same name); or a ``str`` /
+            ``os.PathLike`` path of a JSON file in the "fpscope.profile/1" schema
+            (:meth:`Profile.to_json`; ``fpscope probe`` and ``fpscope fit`` write them).
+
+    Returns:
+        The Profile.
+
+    Raises:
+        ValueError, one line each: None or another type; an unknown name (with the closest
+            preset name as a hint); a folder; a missing or unreadable file; a file that is not
+            JSON or not a valid profile (the reason after the path).
+    """
+    import os
+    from pathlib import Path
+
+    if isinstance(profile, Profile):
+        return profile
+    if profile is None:
+        raise ValueError("a profile is required: a preset name ('fpscope profiles' lists them), "
+                         "a Profile, or a profile JSON file")
+    if not isinstance(profile, (str, os.PathLike)):
+        raise ValueError(f"profile must be a preset name, a Profile or the path of a profile "
+                         f"JSON file, not {type(profile).__name__}")
+    if isinstance(profile, str) and profile in PRESETS:
+        return PRESETS[profile]
+    path = Path(profile)
+    text = str(profile)
+    if path.is_dir():
+        raise ValueError(f"{text} is a folder, not a profile: give a preset name or a profile "
+                         f"JSON file")
+    if not path.exists():
+        if isinstance(profile, str) and not text.endswith(".json") and os.sep not in text:
+            return get_profile(text)  # ValueError: unknown name, with a hint
+        raise ValueError(f"no such profile file: {text}")
+    try:
+        data = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"cannot read profile {text}: {why}") from None
+    try:
+        return Profile.from_json(data)
+    except ValueError as exc:
+        raise ValueError(f"{text}: {str(exc).splitlines()[0]}") from None

@@ -191,13 +191,15 @@ def _default(obj):
 
 
 def check_new_file(path, overwrite: bool = False) -> Path:
-    """Refuse an output path that exists (unless ``overwrite``) or whose folder is missing:
-    every verb checks its outputs with this before it starts work.
+    """Refuse an output path that is a folder, that exists (unless ``overwrite``) or whose
+    folder is missing: every verb checks its outputs with this before it starts work.
 
     Raises:
         RecordError: one line naming the path.
     """
     path = Path(path)
+    if path.is_dir():  # even with overwrite: a folder is never replaced by a file
+        raise RecordError(f"{path} is a folder; give a file name (e.g. {path / 'out.json'})")
     if path.exists() and not overwrite:
         raise RecordError(f"{path} exists; choose another name or pass --force to replace it")
     folder = path.parent if str(path.parent) else Path(".")
@@ -210,7 +212,8 @@ def write_record(record: dict, path, overwrite: bool = False) -> Path:
     """Write ``record`` to ``path`` atomically.
 
     Raises:
-        RecordError: the file exists and ``overwrite`` is False, or the folder is missing.
+        RecordError: the file exists and ``overwrite`` is False, the path is a folder, or its
+            folder is missing.
     """
     return write_text_atomic(check_new_file(path, overwrite), dumps(record))
 
@@ -359,8 +362,6 @@ def record_arithmetic(rec: dict, default_format):
     Raises:
         RecordError: a malformed "arithmetic" or "accumulator" entry, or an unknown format.
     """
-    from .formats import get_format
-
     arith = arithmetic_of_record(rec, 1)
     if arith is None or not arith.node_formats:
         return default_format, None

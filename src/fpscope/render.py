@@ -534,6 +534,8 @@ def render(
     fmt = fmt.lower()
     if fmt not in FORMATS:
         raise RenderError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if p.is_dir():
+        raise RenderError(f"{p} is a folder; give a file name (e.g. {p / ('tree.' + fmt)})")
     if p.exists() and not overwrite:
         raise RenderError(f"{p} already exists; pass overwrite=True (or --force) to replace it")
     data = render_bytes(tree, fmt, max_leaves=max_leaves, max_nodes=max_nodes)

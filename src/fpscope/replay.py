@@ -26,7 +26,35 @@ def _levels(tree: SumTree):
     """Group internal nodes by height; return (node_index, children_indices, height) lists.
 
     Leaves take indices 0..n-1, "C" takes index n, internal nodes follow in post-order.
+    Computed once per tree (:meth:`SumTree.memo`): a reveal replays one tree many times.
     """
+    return tree.memo("replay_levels", lambda: _compute_levels(tree))
+
+
+def _height_chunks(tree: SumTree) -> list:
+    """Post-order node indices grouped by height, lowest first (one array per height)."""
+    def compute():
+        _, heights = _levels(tree)
+        order = np.argsort(np.asarray(heights, dtype=np.int64), kind="stable")
+        hs = np.asarray(heights, dtype=np.int64)[order]
+        return np.split(order, np.flatnonzero(np.diff(hs)) + 1) if len(order) else []
+
+    return tree.memo("replay_height_chunks", compute)
+
+
+def _binary_kids(tree: SumTree) -> np.ndarray | None:
+    """(nodes, 2) int64 children of every node (numbered as :func:`_levels`), for trees
+    whose nodes all have two children; None otherwise."""
+    def compute():
+        nodes, _ = _levels(tree)
+        if not nodes or any(len(k) != 2 for k in nodes):
+            return None
+        return np.asarray(nodes, dtype=np.int64)
+
+    return tree.memo("replay_binary_kids", compute)
+
+
+def _compute_levels(tree: SumTree):
     n = tree.n
     index: dict[int, int] = {}
     nodes = []
@@ -143,17 +171,15 @@ def replay(
     if not nodes:  # a single leaf
         res = V[0].astype(np.float64)
     else:
-        order = np.argsort(np.asarray(heights), kind="stable")
-        hs = np.asarray(heights)[order]
-        bounds = np.flatnonzero(np.diff(hs)) + 1
         with np.errstate(all="ignore"):
-            for chunk in np.split(order, bounds):
-                binary = [i for i in chunk if len(nodes[i]) == 2]
-                if binary:
+            for chunk in _height_chunks(tree):
+                KA = _binary_kids(tree)
+                binary = chunk if KA is not None else [i for i in chunk if len(nodes[i]) == 2]
+                if len(binary):
                     idx = np.asarray(binary)
-                    kids = np.asarray([nodes[i] for i in binary])
+                    kids = KA[idx] if KA is not None else np.asarray([nodes[i] for i in binary])
                     V[idx + tree.n + 1] = V[kids[:, 0]] + V[kids[:, 1]]
-                for i in chunk:
+                for i in (() if KA is not None else chunk):
                     if len(nodes[i]) > 2:
                         cols = [V[k].astype(np.float64) for k in nodes[i]]
                         V[i + tree.n + 1] = _exact_sum_round(cols, acc, fused_frac_bits).astype(dt)
@@ -249,7 +275,7 @@ def replay_arithmetic(tree: SumTree, arith, X=None, A=None, B=None) -> np.ndarra
     nodes, heights = _levels(tree)
     if len(fmts) != len(nodes):
         raise ValueError(f"{len(fmts)} node formats for {len(nodes)} nodes")
-    if any(len(k) > 2 for k in nodes):
+    if tree.max_fan_in() > 2:
         raise ValueError("product entries are modelled for binary trees only")
     with np.errstate(all="ignore"):
         hi, lo = two_product(A, B)
@@ -281,12 +307,10 @@ def replay_arithmetic(tree: SumTree, arith, X=None, A=None, B=None) -> np.ndarra
             L[:n] = tlo
         names = np.asarray([f.name for f in fmts])
         by_name = {f.name: f for f in fmts}
-        order = np.argsort(np.asarray(heights), kind="stable")
-        hs = np.asarray(heights)[order]
-        for chunk in np.split(order, np.flatnonzero(np.diff(hs)) + 1):
+        for chunk in _height_chunks(tree):
             for name in np.unique(names[chunk]):
                 idx = chunk[names[chunk] == name]
-                kids = np.asarray([nodes[i] for i in idx])
+                kids = _binary_kids(tree)[idx]
                 a, b = V[kids[:, 0]], V[kids[:, 1]]
                 fmt = by_name[str(name)]
                 if L is not None:
@@ -312,12 +336,15 @@ def replay_arithmetic(tree: SumTree, arith, X=None, A=None, B=None) -> np.ndarra
 def _leaf_parents(tree: SumTree, nodes: list) -> np.ndarray:
     """For every leaf 0..n-1, the post-order index of the node it is a child of (``nodes`` as
     :func:`_levels` numbers them: leaves 0..n-1, "C" n, nodes from n + 1)."""
-    parent = np.zeros(tree.n, dtype=np.int64)
-    for k, kids in enumerate(nodes):
-        for c in kids:
-            if c < tree.n:
-                parent[c] = k
-    return parent
+    def compute():
+        parent = np.zeros(tree.n, dtype=np.int64)
+        for k, kids in enumerate(nodes):
+            for c in kids:
+                if c < tree.n:
+                    parent[c] = k
+        return parent
+
+    return tree.memo("replay_leaf_parents", compute)
 
 
 def _replay_mixed(tree: SumTree, X, acc: Format, out, C, node_formats: list) -> np.ndarray:
@@ -325,7 +352,7 @@ def _replay_mixed(tree: SumTree, X, acc: Format, out, C, node_formats: list) -> 
     nodes, heights = _levels(tree)
     if len(node_formats) != len(nodes):
         raise ValueError(f"node_formats has {len(node_formats)} entries for {len(nodes)} nodes")
-    if any(len(k) > 2 for k in nodes):
+    if tree.max_fan_in() > 2:
         raise ValueError("per-node formats are supported for binary trees only")
     if not np.array_equal(round_to_format(X, acc), X, equal_nan=True):
         raise ValueError(f"replay inputs are not all representable in {acc.name}")
@@ -336,13 +363,11 @@ def _replay_mixed(tree: SumTree, X, acc: Format, out, C, node_formats: list) -> 
         V[n] = C
     fmt_names = np.asarray([f.name for f in node_formats])
     by_name = {f.name: f for f in node_formats}
-    order = np.argsort(np.asarray(heights), kind="stable")
-    hs = np.asarray(heights)[order]
     with np.errstate(all="ignore"):
-        for chunk in np.split(order, np.flatnonzero(np.diff(hs)) + 1):
+        for chunk in _height_chunks(tree):
             for name in np.unique(fmt_names[chunk]):
                 idx = chunk[fmt_names[chunk] == name]
-                kids = np.asarray([nodes[i] for i in idx])
+                kids = _binary_kids(tree)[idx]
                 a, b = V[kids[:, 0]], V[kids[:, 1]]
                 fmt = by_name[str(name)]
                 V[idx + n + 1] = a + b if fmt.p >= 53 else _add_round(a, b, fmt)

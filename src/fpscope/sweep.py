@@ -21,7 +21,7 @@ from .tree import SumTree
 class SweepResult:
     """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error),
     arithmetic_id ("a1", "a2", ...: the node arithmetic, :class:`fpscope.arithmetic.Arithmetic`),
-    error. ``trees``: tree_id -> SumTree; ``arithmetics``: arithmetic_id -> Arithmetic;
+    error. ``trees``: tree_id -> SumTree; ``specs``: tree_id -> target spec; ``arithmetics``: arithmetic_id -> Arithmetic;
     ``changes``: (previous value, value) pairs where the tree or the arithmetic changes from one
     revealed value to the next; ``change_details``: what changed at each."""
 
@@ -29,6 +29,9 @@ class SweepResult:
     rows: list = field(default_factory=list)
     trees: dict = field(default_factory=dict)
     arithmetics: dict = field(default_factory=dict)
+    #: tree_id -> the target spec of the first value revealing that tree (its layout and
+    #: shape name the memory order a summary follows: fpscope.summary.summarize(spec=))
+    specs: dict = field(default_factory=dict)
 
     def _pairs(self):
         prev = None
@@ -121,13 +124,14 @@ def sweep(
             r = reveal(target, **reveal_kwargs)
         except (RevealError, TargetError) as exc:
             row["error"] = str(exc)
-            row["failure"] = ("check" if isinstance(exc, RevealError) and exc.kind != "units"
+            row["failure"] = ("check" if isinstance(exc, RevealError) and exc.kind not in ("units", "nan")
                               else "input")
         else:
             tid = ids.get(r.tree)
             if tid is None:
                 tid = ids[r.tree] = _tree_id(len(ids))
                 res.trees[tid] = r.tree
+                res.specs[tid] = target.spec()
             row["tree_id"] = tid
             if r.arithmetic is not None:
                 # output classes (matrix ops) belong to the arithmetic's identity: another

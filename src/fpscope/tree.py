@@ -92,12 +92,13 @@ class SumTree:
             non-negative int nor "C", or an internal node has fewer than two children.
     """
 
-    __slots__ = ("root", "n", "has_c", "_key")
+    __slots__ = ("root", "n", "has_c", "_key", "_memo")
 
     def __init__(self, nested):
         root = _canon(self._validate(nested))
         self.root = root
         self._key = None
+        self._memo = None
 
     # -- construction and validation -------------------------------------------------------
     def _validate(self, nested):
@@ -141,7 +142,7 @@ class SumTree:
         hold each of the leaves 0..n-1 once, without re-checking them. For trees built by
         fpscope's own algorithms; anything else goes through ``SumTree(nested)``."""
         t = object.__new__(cls)
-        t.root, t.n, t.has_c, t._key = root, int(n), False, None
+        t.root, t.n, t.has_c, t._key, t._memo = root, int(n), False, None, None
         return t
 
     @classmethod
@@ -298,27 +299,43 @@ class SumTree:
 
     # -- structure --------------------------------------------------------------------------
     def nodes_postorder(self) -> Iterator[tuple]:
-        """Internal nodes in post-order (children before parents), iteratively."""
+        """Internal nodes in post-order (children before parents); the order is computed once
+        per tree (:meth:`memo`)."""
+        return iter(self.memo("postorder", self._postorder))
+
+    def _postorder(self) -> tuple:
         if not isinstance(self.root, tuple):
-            return
+            return ()
+        out = []
         stack = [(self.root, False)]
         while stack:
             cur, visited = stack.pop()
             if visited:
-                yield cur
+                out.append(cur)
             else:
                 stack.append((cur, True))
                 for c in reversed(cur):
                     if isinstance(c, tuple):
                         stack.append((c, False))
+        return tuple(out)
 
     def leaves(self, node=None) -> list:
         """Leaves under ``node`` (default: root), in left-to-right canonical order."""
         return leaves_of(self.root if node is None else node)
 
+    def memo(self, key: str, compute):
+        """``compute()``, computed once per tree and kept (the tree is immutable): derived
+        structure that several passes need, e.g. :func:`fpscope.replay`'s levels."""
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     @property
     def n_nodes(self) -> int:
-        return sum(1 for _ in self.nodes_postorder())
+        return len(self.memo("postorder", self._postorder))
 
     def depth(self) -> int:
         """Number of internal nodes on the longest root-to-leaf path."""
@@ -332,7 +349,8 @@ class SumTree:
         return best
 
     def max_fan_in(self) -> int:
-        return max((len(nd) for nd in self.nodes_postorder()), default=0)
+        return self.memo("max_fan_in",
+                         lambda: max((len(nd) for nd in self.nodes_postorder()), default=0))
 
     def lca_size_matrix(self) -> np.ndarray:
         """(n, n) int64 matrix L with L[i, j] = number of leaves under LCA(i, j); L[i, i] = 1.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .formats import Format, round_to_format
-from .replay import replay, replay_arithmetic
+from .replay import replay_arithmetic
 from .targets.base import Target
 from .tree import SumTree
 

@@ -1,6 +1,9 @@
 """Emulation of matrix-unit (tensor-core) arithmetic from a :class:`fpscope.profile.Profile`.
 
-:mod:`fpscope.emulate.reference` is the exact, slow oracle.
+:mod:`fpscope.emulate.reference` is the exact, slow oracle; :mod:`.vectorized` and
+:mod:`.kernel` are the engines; :mod:`.library` the library level (split-K, promotion,
+epilogue); :mod:`.conversion` the conversion of fp32 operands; :mod:`.batched` operands of more
+than two dimensions; :mod:`.outputs` the results in the output format's dtype.
 """
 
 from .reference import fdpa, fdpa_block, output_bits
@@ -10,6 +13,21 @@ __all__ = ["fdpa", "fdpa_block", "output_bits"]
 from .vectorized import fdpa_batch  # the vectorised engine
 
 __all__ += ["ENGINES", "dot", "fdpa_batch", "matmul"]
+
+__all__ += ["emulating"]  # torch's GEMMs with a profile's arithmetic (.torch_mode; lazy)
+
+
+def __getattr__(name: str):
+    if name == "emulating":  # lazy: torch_mode imports torch only when a context is made
+        from .torch_mode import emulating
+
+        return emulating
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), "emulating"])
+
 
 #: GEMM engines: "numba" (:mod:`.kernel`, compiled), "numpy" (:mod:`.vectorized`), "auto".
 ENGINES = ("auto", "numba", "numpy")
@@ -21,7 +39,8 @@ AUTO_NUMBA_FROM = 1 << 21
 
 def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
            threads: int | None = None, alpha: float = 1.0, out_format: str | None = None,
-           scale_a=None, scale_b=None, progress=None):
+           scale_a=None, scale_b=None, progress=None, dtype=None,
+           operand_conversion: str | None = None):
     """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``, bit-exact.
 
     K is walked in k-chunks in order; instruction j computes
@@ -36,16 +55,24 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
     scale_a[m, i // s]`` and ``B[i, n] * scale_b[i // s, n]``, evaluated as the profile's node
     says, not as rounded float products).
 
+    Operands of more than two dimensions are stacks of matrices, as numpy.matmul takes them
+    (:mod:`fpscope.emulate.batched`): A (..., M, K) and B (..., K, N) broadcast their batch
+    dimensions, D is ``batch + (M, N)``; a 1-D A is one row and a 1-D B one column (their axis
+    is dropped from D); C and the scales broadcast likewise.
+
     Args:
-        A: (M, K) array of values exactly representable in ``profile.in_format`` (tf32
-            profiles: fp32 values, reduced per ``profile.operand_conversion``; a float32 array
-            is read as fp32 words, so a signalling NaN keeps its payload); NaN, Inf, -0 and
-            subnormals allowed. Any float dtype; values are never re-rounded.
-        B: (K, N) likewise, in ``profile.b_format`` where the profile sets it (mixed-input
-            instructions; an error names the operand and both formats).
-        C: (M, N) values of ``profile.out_format``, or None (zeros).
-        profile: a :class:`fpscope.profile.Profile` or a preset name such as "hopper-fp16"
-            (keyword; required; ``fpscope profiles`` lists the presets).
+        A: (M, K) or (..., M, K) array of values exactly representable in
+            ``profile.in_format``; NaN, Inf, -0 and subnormals allowed. Any float dtype;
+            values are never re-rounded. With an operand conversion (``operand_conversion``
+            below, or the profile's; tf32 presets: "truncate"), fp32 values instead, converted
+            to the input format (:mod:`fpscope.emulate.conversion`; a float32 array is read
+            as fp32 words, so a signalling NaN keeps its payload).
+        B: (K, N) or (..., K, N) likewise, in ``profile.b_format`` where the profile sets it
+            (mixed-input instructions; an error names the operand and both formats).
+        C: values of ``profile.out_format`` broadcastable to D's shape, or None (zeros).
+        profile: a preset name such as "hopper-fp16" (``fpscope profiles`` lists them), a
+            :class:`fpscope.profile.Profile`, or the path of a profile JSON file
+            (:func:`fpscope.profile.load_profile`; keyword; required).
         pad: pad a K that is not a multiple of ``profile.k`` with zero products (see
             :func:`fpscope.emulate.vectorized.matmul`: not neutral in general).
         engine: "numba" (tiled parallel kernel; profiles it cannot run are refused, see
@@ -53,37 +80,75 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
             "auto" (numba when installed, the profile is supported and M*N*K is at least
             ``AUTO_NUMBA_FROM``; otherwise numpy).
         threads: numba threads (None: all cores).
-        alpha, out_format: the epilogue (:func:`fpscope.emulate.library.epilogue`): with the
-            defaults (1.0, None) D is returned as the chain leaves it.
+        alpha, out_format: the epilogue (:func:`fpscope.emulate.library.epilogue`):
+            ``alpha * acc`` rounded to fp32, then to ``out_format`` (None: the profile's
+            output format). With the defaults (1.0, None) D is returned as the chain leaves
+            it.
         scale_a, scale_b: block-scaled profiles only: scale_a an (M, K // s) array of values
             of ``profile.scale_format`` (any float dtype; e8m0: powers of two 2^-127 .. 2^127;
             ue4m3: 0 and the non-negative e4m3 values up to 448; NaN allowed: the outputs that
             use a NaN scale are NaN), scale_a[m, j] scaling ``A[m, j*s:(j+1)*s]``; scale_b a
             (K // s, N) array, scale_b[j, n] scaling ``B[j*s:(j+1)*s, n]``. K must be a
-            multiple of s. With ``pad``, the padded blocks take scale 1.
-        progress: None, or ``progress(rows_done, M)``, called after each band of rows of D
-            (:func:`_band_rows`; each row of D depends only on its rows of A, C and scale_a,
-            so the bands give the same bits as one call).
+            multiple of s. With ``pad``, the padded blocks take scale 1. Batched: (..., M,
+            K // s) and (..., K // s, N).
+        progress: None, or ``progress(rows_done, total)``, called after each band of rows of
+            D (:func:`_band_rows`; each row of D depends only on its rows of A, C and scale_a,
+            so the bands give the same bits as one call). Batched: rows of the stacked GEMM
+            (:func:`fpscope.emulate.batched.run`); the last call has ``rows_done == total``.
+        dtype: None (default): D in the output format's numpy dtype (float32 for fp32,
+            float16 for fp16, ml_dtypes bfloat16 / float8_* for those formats;
+            :meth:`fpscope.formats.Format.numpy_dtype`) with the device's bits: every NaN
+            output is ``profile.nan_bits`` (0x7FFFFFFF / 0x7FFF on the NVIDIA presets, the
+            recorded hw-vectors patterns), or, for an epilogue ``out_format`` other than the
+            profile's, the format's canonical quiet NaN (a pattern not modelled).
+            ``"float64"``: float64 values of the output format, NaN as a float NaN (no
+            pattern; :func:`output_bits` gives it).
+        operand_conversion: None (the profile's), or "RNA", "RNE" or "truncate": how fp32
+            operands are converted to a tf32, bf16 or fp16 input format
+            (``Profile.operand_conversion``), overriding the profile's.
 
     Returns:
-        float64 array (M, N) of values of the output format (NaN as float NaN).
+        array of shape (M, N) (batched: ``batch + (M, N)``) of the output format's dtype, or
+        float64 with ``dtype="float64"`` (module :mod:`fpscope.emulate.outputs`).
 
     Raises:
-        ValueError: bad shapes, a value not representable in its format (the first is named),
-            K not a multiple of k without ``pad`` (or of ``split_k * k``), an unknown preset
-            name or engine,
-            or ``engine="numba"`` with a profile the kernel cannot run (or without numba);
-            block scales missing for a block-scaled profile or given to another, of the wrong
-            shape, or not values of the scale format. Each message is one line.
+        ValueError: bad shapes (or batch dimensions, C or scales that do not broadcast), a
+            value not representable in its format (the first is named), K not a multiple of
+            k without ``pad`` (or of ``split_k * k``), a bad profile (unknown preset name,
+            with a hint; a folder; an unreadable or invalid JSON file), an unknown engine,
+            dtype or operand conversion, an operand conversion for a profile whose inputs are
+            not tf32, bf16 or fp16, or ``engine="numba"`` with a profile the kernel cannot run
+            (or without numba); block scales missing for a block-scaled profile or given to
+            another, of the wrong shape, or not values of the scale format. Each message is
+            one line.
     """
-    from . import kernel, library, vectorized
+    from . import batched, library, outputs
+    from ..profile import load_profile
 
-    if isinstance(profile, str):
-        from ..profile import get_profile
-
-        profile = get_profile(profile)  # ValueError for an unknown name
+    profile = load_profile(profile)
+    if operand_conversion is not None:
+        profile = profile.replace(operand_conversion=operand_conversion)
+    as_float64 = outputs.check_dtype(dtype)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    fmt = outputs.output_format(profile, alpha, out_format)
+
+    def core(a, b, c, sa, sb, cb):
+        return _matmul2d(a, b, c, profile, pad, engine, threads, sa, sb, cb)
+
+    D = batched.run(core, A, B, C, scale_a, scale_b, progress)
+    if alpha != 1.0 or out_format is not None:
+        D = library.epilogue(D, alpha, fmt.name)
+    if as_float64:
+        return D
+    same = fmt.name == outputs.resolve_format(profile.out_format).name
+    return outputs.to_output(D, fmt, profile.nan_bits if same else None)
+
+
+def _matmul2d(A, B, C, profile, pad, engine, threads, scale_a, scale_b, progress):
+    """One 2-D GEMM of :func:`matmul` (validated profile and engine): float64 (M, N)."""
+    from . import kernel, library, vectorized
+
     A, B, C, scales = vectorized.prepare(A, B, C, profile, pad, scale_a, scale_b)
     layered = library.has_library_level(profile)
     why = kernel.unsupported(library.instruction_level(profile))
@@ -101,25 +166,23 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
     else:
         def chain(a, b, c, p, s=None):
             return vectorized.gemm_prepared(a, b, c, p, scales=s)
+
     def rows(a, c, sc):
         return (library.library_gemm(a, B, c, profile, chain, sc) if layered
                 else chain(a, B, c, profile, sc))
 
     if progress is None:
-        D = rows(A, C, scales)
-    else:
-        import numpy as np
+        return rows(A, C, scales)
+    import numpy as np
 
-        M = A.shape[0]
-        band = _band_rows(M, B.shape[1], threads)
-        D = np.empty(C.shape)
-        for r0 in range(0, M, band):
-            r1 = min(M, r0 + band)
-            sc = None if scales is None else (scales[0][r0:r1], scales[1])
-            D[r0:r1] = rows(A[r0:r1], C[r0:r1], sc)
-            progress(r1, M)
-    if alpha != 1.0 or out_format is not None:
-        D = library.epilogue(D, alpha, out_format)
+    M = A.shape[0]
+    band = _band_rows(M, B.shape[1], threads)
+    D = np.empty(C.shape)
+    for r0 in range(0, M, band):
+        r1 = min(M, r0 + band)
+        sc = None if scales is None else (scales[0][r0:r1], scales[1])
+        D[r0:r1] = rows(A[r0:r1], C[r0:r1], sc)
+        progress(r1, M)
     return D
 
 
@@ -138,14 +201,17 @@ def _band_rows(M: int, N: int, threads: int | None) -> int:
 
 
 def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto", scale_a=None,
-        scale_b=None):
+        scale_b=None, dtype=None, operand_conversion: str | None = None):
     """``d = a . b + c`` (1-D a, b of length K) as :func:`matmul` of one row and one column.
 
     ``scale_a``, ``scale_b``: block-scaled profiles only, 1-D arrays of K // s values of the
     scale format (s = ``profile.scale_block_size``), the scales of a's and b's blocks.
+    ``profile``, ``dtype``, ``operand_conversion``: as :func:`matmul`.
 
     Returns:
-        float (a value of ``profile.out_format``).
+        a numpy scalar of the output format's dtype (``numpy.float32`` for fp32, ...) with the
+        device's bits (a NaN is ``profile.nan_bits``); a Python float with
+        ``dtype="float64"``.
 
     Raises:
         ValueError: as :func:`matmul`; a or b not 1-D, or of different lengths; a scale array
@@ -153,8 +219,7 @@ def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto", scal
     """
     import numpy as np
 
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a, b = np.asarray(a), np.asarray(b)  # float32 kept: fp32 words (operand conversion)
     if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
         raise ValueError(f"dot takes two 1-D arrays of one length; got {a.shape} and {b.shape}")
     scales = []
@@ -167,8 +232,9 @@ def dot(a, b, c=0.0, profile=None, pad: bool = False, engine: str = "auto", scal
     C = np.full((1, 1), float(c))
     sa = None if scales[0] is None else scales[0][None, :]
     sb = None if scales[1] is None else scales[1][:, None]
-    return float(matmul(a[None, :], b[:, None], C, profile=profile, pad=pad, engine=engine,
-                        scale_a=sa, scale_b=sb)[0, 0])
+    D = matmul(a[None, :], b[:, None], C, profile=profile, pad=pad, engine=engine,
+               scale_a=sa, scale_b=sb, dtype=dtype, operand_conversion=operand_conversion)
+    return D[0, 0] if dtype is None else float(D[0, 0])  # matmul checked dtype
 
 
 def _have_numba() -> bool:

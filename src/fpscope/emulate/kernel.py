@@ -99,6 +99,14 @@ def _call(kernel_fn, *args) -> None:
     kernel_fn(*args)
 
 
+def _announce_compile(fn, args) -> None:
+    """Tell the compile notice (``fpscope._numba_setup.set_compile_notice``) before a loop
+    that runs in this process compiles (its first run on a machine)."""
+    from .._numba_setup import announce_compile
+
+    announce_compile(fn, args)
+
+
 def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | None = None,
                  scales=None):
     """float32 when every product of two inputs is exact in float32 and a scale ``2^-lsb``
@@ -136,10 +144,10 @@ def _value_dtype(profile: Profile, A: np.ndarray | None = None, B: np.ndarray | 
         SA, SB, block = scales
         args = [(A, SA, block, True), (B, SB, block, False)]
     tiny = [f.min_normal if profile.flush_inputs and not scaled else 0.0 for f in (fa, fb)]
-    (lo_a, hi_a), (lo_b, hi_b) = (
-        abs_range(np.ascontiguousarray(X, dtype=np.float64),
-                  np.ascontiguousarray(S, dtype=np.float64), block, rows, t)
-        for (X, S, block, rows), t in zip(args, tiny))
+    calls = [(np.ascontiguousarray(X, dtype=np.float64), np.ascontiguousarray(S, dtype=np.float64),
+              block, rows, t) for (X, S, block, rows), t in zip(args, tiny)]
+    _announce_compile(abs_range, calls[0])
+    (lo_a, hi_a), (lo_b, hi_b) = (abs_range(*c) for c in calls)
     if hi_a == 0 or hi_b == 0:
         return np.float32  # every product is zero
     margin = 124 - 2 * (ps > 0)  # a scaled significand below 4: e_max > log2|a b| - 4
@@ -367,7 +375,9 @@ def _codes(X: np.ndarray, fmt: Format, flush: bool, coding, vt, rows: bool):
     V = np.empty(X.shape, vt)
     E = np.empty(X.shape, coding[0])
     bad = np.zeros(X.shape[0] if rows else X.shape[1], np.bool_)
-    operand_codes(X, V, E, fmt.emin, fmt.min_normal if flush else 0.0, coding[1], bad, rows)
+    args = (X, V, E, fmt.emin, fmt.min_normal if flush else 0.0, coding[1], bad, rows)
+    _announce_compile(operand_codes, args)
+    operand_codes(*args)
     return V, E, np.flatnonzero(bad)
 
 
@@ -388,8 +398,10 @@ def _scaled_codes(X, S, block: int, fmt: Format, fs: Format, flush: bool, coding
     V = np.empty(X.shape, vt)
     E = np.empty(X.shape, coding[0])
     bad = np.zeros(X.shape[0] if rows else X.shape[1], np.bool_)
-    scaled_operand_codes(X, np.ascontiguousarray(S, dtype=np.float64), block, rows, V, E,
-                         fmt.emin, fmt.min_normal if flush else 0.0, fs.emin, coding[1], bad)
+    args = (X, np.ascontiguousarray(S, dtype=np.float64), block, rows, V, E, fmt.emin,
+            fmt.min_normal if flush else 0.0, fs.emin, coding[1], bad)
+    _announce_compile(scaled_operand_codes, args)
+    scaled_operand_codes(*args)
     return V, E, np.flatnonzero(bad)
 
 

@@ -415,19 +415,18 @@ def _add(x: float, c: float, profile: Profile) -> float:
 def _operand(x, profile: Profile, fmt: str) -> float:
     """One operand as the instruction reads it (a float, or a numpy float32 scalar).
 
-    tf32 profiles take fp32 values. "truncate" reads a float32 operand's fp32 word with its 13
-    low fraction bits cleared (mmasim ``helper.truncate_fp32_to_tf32``): a number is rounded
-    toward zero, and a signalling NaN whose payload lies only in those bits reads as +-Inf.
-    Other operands (a float64 NaN is quiet: converting a float32 to float64 sets the quiet bit,
-    which tf32 keeps) are rounded as values, toward zero or to nearest with ties away.
+    With ``profile.operand_conversion`` the operand is an fp32 value, converted to ``fmt``
+    (:func:`fpscope.emulate.conversion.convert_scalar`): "truncate" reads a float32 operand's
+    fp32 word without the dropped fraction bits (tf32, bf16; mmasim
+    ``helper.truncate_fp32_to_tf32``), so a signalling NaN whose payload lies only in those bits
+    reads as +-Inf; other operands (a float64 NaN is quiet) are rounded as values, toward zero
+    or to nearest (ties away for "RNA", to even for "RNE").
     """
     if profile.operand_conversion is None:
         return float(x)
-    if profile.operand_conversion == "truncate" and isinstance(x, np.float32):
-        word = int(x.view(np.uint32)) & ~0x1FFF
-        return float(np.uint32(word).view(np.float32))
-    mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
-    return float(round_to_format(np.float64(x), resolve_format(fmt), mode))
+    from .conversion import convert_scalar
+
+    return convert_scalar(x, resolve_format(fmt), profile.operand_conversion)
 
 
 def _instruction_scales(scale_a, scale_b, profile: Profile):

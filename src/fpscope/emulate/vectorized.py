@@ -445,7 +445,8 @@ def _check_values(x: np.ndarray, fmt: Format, what: str, profile: Profile | None
 
 
 def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
-    """Validated float64 operands (tf32 profiles: fp32 values reduced per operand_conversion).
+    """Validated float64 operands (with ``operand_conversion``: fp32 values converted to the
+    input format, :func:`fpscope.emulate.conversion.convert`).
 
     ``what`` names the operand ("a", "A": ``profile.in_format``; "b", "B": b's format,
     ``profile.operand_formats[1]``).
@@ -457,27 +458,20 @@ def _operands(x, profile: Profile, what: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{what} must be {ndim}-dimensional, got shape {x.shape}")
     fin = _operand_formats(profile)[what.lower() == "b"]
     if profile.operand_conversion is None:
-        _check_values(x, fin, what, profile)
+        try:
+            _check_values(x, fin, what, profile)
+        except ValueError as exc:
+            from ..profile import CONVERTIBLE_FORMATS
+
+            if fin.name not in CONVERTIBLE_FORMATS or not is_representable(x, FP32).all():
+                raise
+            raise ValueError(f"{exc}; operand_conversion 'RNA', 'RNE' or 'truncate' converts "
+                             f"fp32 operands") from None
         return x
     _check_values(x, FP32, what)  # operands arrive in fp32 containers
-    mode = "RZ" if profile.operand_conversion == "truncate" else "RNA"
-    x = round_to_format(x, fin, mode)
-    return _truncated_nans(raw, x) if profile.operand_conversion == "truncate" else x
+    from .conversion import convert
 
-
-def _truncated_nans(raw, x: np.ndarray) -> np.ndarray:
-    """``x`` with +-Inf where the float32 operands ``raw`` are signalling NaNs whose payload
-    lies only in the 13 low fraction bits, which "truncate" clears (the fp32 word is read
-    without them, mmasim ``helper.truncate_fp32_to_tf32``; :func:`reference._operand`).
-    Operands of other dtypes carry no such NaN (float32 -> float64 sets the quiet bit)."""
-    raw = np.asarray(raw)
-    if raw.dtype != np.float32:
-        return x
-    w = raw.view(np.uint32)
-    hit = ((w & 0x7FFFE000) == 0x7F800000) & ((w & 0x1FFF) != 0)
-    if not hit.any():
-        return x
-    return np.where(hit, np.where(w >> 31 != 0, -np.inf, np.inf), x)
+    return convert(x, fin, profile.operand_conversion, raw)
 
 
 def _scales(scale, profile: Profile, what: str, shape: tuple) -> np.ndarray:

@@ -85,6 +85,9 @@ def detect_accumulator(target: Target, tree: SumTree, evaluate=None) -> dict:
 
 _CANDIDATES = ("bf16", "fp16", "fp32", "fp64")
 
+#: elements of the probe buffer of :func:`detect_node_formats` (rows are evaluated in chunks)
+CHUNK_ELEMENTS = 1 << 22
+
 
 def detect_node_formats(target: Target, tree: SumTree, evaluate=None, nodes=None) -> list:
     """The accumulator format of every internal node of a binary ``tree`` (post-order).
@@ -137,14 +140,22 @@ def detect_node_formats(target: Target, tree: SumTree, evaluate=None, nodes=None
     result: list = [None] * len(nodes)
     if not owners:
         return result
-    # one row per (node, candidate): 1, 2^-t and -1 (exact in the input format), others 0
-    X = np.zeros((len(owners), target.n), dtype=fin.numpy_dtype())
-    rows = np.arange(len(owners))
+    # one row per (node, candidate): 1, 2^-t and -1 (exact in the input format), others 0;
+    # in chunks of one reused buffer (first touches of fresh memory cost more than the op)
     i, j, k = (np.repeat(np.asarray(col, dtype=np.int64), len(cands)) for col in zip(*ijk))
-    X[rows, i] = 1.0
-    X[rows, j] = np.ldexp(1.0, -np.array([t for _, t in owners]))
-    X[rows, k] = -1.0
-    out = np.asarray((evaluate or target.evaluate)(X), dtype=np.float64)
+    small = np.ldexp(1.0, -np.array([t for _, t in owners]))
+    run = evaluate or target.evaluate
+    step = max(1, min(len(owners), CHUNK_ELEMENTS // max(target.n, 1)))
+    X = np.zeros((step, target.n), dtype=fin.numpy_dtype())
+    out = np.empty(len(owners))
+    for lo in range(0, len(owners), step):
+        hi = min(len(owners), lo + step)
+        rows = np.arange(hi - lo)
+        X[rows, i[lo:hi]] = 1.0
+        X[rows, j[lo:hi]] = small[lo:hi]
+        X[rows, k[lo:hi]] = -1.0
+        out[lo:hi] = np.asarray(run(X[: hi - lo]), dtype=np.float64)
+        X[rows, i[lo:hi]] = X[rows, j[lo:hi]] = X[rows, k[lo:hi]] = 0
     survived: dict[int, int] = {}
     for (idx, t), y in zip(owners, out):
         survived[idx] = survived.get(idx, 0) + (1 if y == np.ldexp(1.0, -t) else 0)

@@ -352,7 +352,7 @@ class SimGemmTarget(MatrixTarget):
             extra = unit - K % unit
             A = np.concatenate([A, np.zeros((A.shape[0], extra))], axis=1)
             B = np.concatenate([B, np.zeros((extra, B.shape[1]))], axis=0)
-        D = matmul(A, B, C, profile=self.profile, engine="numpy")
+        D = matmul(A, B, C, profile=self.profile, engine="numpy", dtype="float64")
         return np.where(np.isnan(D), self._sim._nan, D)
 
     def describe(self) -> dict:

@@ -7,8 +7,10 @@ negatives (tf32 keeps 10 fraction bits, so 1024 and 1025 are neighbours and .5 i
 
     a          1024.5  1025.5  1024.75
     truncate   1024    1025    1024      (toward zero)
-    round      1025    1026    1025      (nearest, ties away: the profile's "round")
-    RNE        1024    1026    1025      (nearest, ties to even: not a profile option)
+    RNA        1025    1026    1025      (nearest, ties away)
+    RNE        1024    1026    1025      (nearest, ties to even)
+
+(the three values of ``Profile.operand_conversion``, :mod:`fpscope.emulate.conversion`).
 
 Not observable (not applicable) for other input formats: their operands are values of the format.
 """
@@ -20,7 +22,7 @@ from ._common import Ctx, Finding
 FAMILY = "conversion"
 
 A_VALUES = (1024.5, 1025.5, 1024.75)
-PATTERNS = {"truncate": (1024, 1025, 1024), "round": (1025, 1026, 1025), "RNE": (1024, 1026, 1025)}
+PATTERNS = {"truncate": (1024, 1025, 1024), "RNA": (1025, 1026, 1025), "RNE": (1024, 1026, 1025)}
 
 
 def run(ctx: Ctx) -> list[Finding]:
@@ -38,11 +40,9 @@ def run(ctx: Ctx) -> list[Finding]:
     if mode is None or neg != mags:
         return [Finding(FAMILY, "operand_conversion", None, fits=False, rows=6, evidence=ev,
                         note=f"outputs {mags} / {neg} match no conversion rule: does not fit")]
-    if mode == "RNE":
-        return [Finding(FAMILY, "operand_conversion", "RNE", fits=False, rows=6, evidence=ev,
-                        note="operands rounded to nearest, ties to even: the profile has no such "
-                             "option (truncate or round-half-away)")]
     ctx.known["operand_conversion"] = mode
     return [Finding(FAMILY, "operand_conversion", mode, rows=6, evidence=ev,
                     note={"truncate": "fp32 operands are truncated to tf32 (1024.5 -> 1024)",
-                          "round": "fp32 operands are rounded to nearest, ties away (1024.5 -> 1025)"}[mode])]
+                          "RNA": "fp32 operands are rounded to nearest, ties away (1024.5 -> 1025)",
+                          "RNE": "fp32 operands are rounded to nearest, ties to even (1024.5 -> "
+                                 "1024, 1025.5 -> 1026)"}[mode])]

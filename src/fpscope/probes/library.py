@@ -637,7 +637,7 @@ def chain_c_entry(target: MatrixTarget, profile, K: int, seed: int = 0, rows: in
     alive = []
     for entry in ("first", "last"):
         pred = matmul(A, b[:, None], np.zeros((rows, 1)), profile=profile.replace(c_entry=entry),
-                      engine="numpy")[:, 0]
+                      engine="numpy", dtype="float64")[:, 0]
         if bool(same_bits(pred, d).all()):
             alive.append(entry)
     if not alive:

@@ -24,8 +24,8 @@ from ..formats import decode, encode
 from ..profile import PRESETS, resolve_format
 from .blackbox import MatrixTarget, ProbeError
 
-__all__ = ["MODELS", "MmasimTarget", "block_scaled_call", "build_model", "from_torch", "model_name",
-           "pack_fp4", "scales_to_torch", "to_torch"]
+__all__ = ["MODELS", "NO_MODEL", "MmasimTarget", "block_scaled_call", "build_model", "from_torch",
+           "model_name", "pack_fp4", "scales_to_torch", "to_torch"]
 
 #: preset -> (mmasim class name, arch, shape_and_type). Hopper fp8: mmasim has no Hopper mma.sync
 #: fp8 model (its Hopper mma list has no sm_89 fp8 shapes), only wgmma m64nNk32; the fpscope
@@ -92,9 +92,17 @@ def _nv_shape(preset: str) -> tuple[str, str, str]:
     return ("MMA", arch, f"m16n8k{prof.k}.{d}.{t}.{tb}.{d}")
 
 
+#: Presets without an mmasim 2.1.1 instruction model, and why: B200 (sm_100) mma.sync with fp8
+#: operands (mmasim's sm_100 mma list holds the sm_80 / sm_75 shapes only; these presets follow
+#: the Khattak-Mikaitis B200 model, fpscope/profile.py).
+NO_MODEL: dict[str, str] = {
+    p: "mmasim has no Blackwell (sm_100) mma.sync fp8 model" for p in (
+        "blackwell-e4m3", "blackwell-e4m3-fp16out", "blackwell-e5m2", "blackwell-e5m2-fp16out")}
+
 MODELS.update((p, _nv_shape(p)) for p in PRESETS
-              if p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-"))
-              or (PRESETS[p].b_format is not None and not p.startswith("cdna")))
+              if p not in NO_MODEL and (
+                  p.startswith(("hopper-wgmma-", "blackwell-", "rtx-blackwell-"))
+                  or (PRESETS[p].b_format is not None and not p.startswith("cdna"))))
 MODELS.update({
     "cdna1-fp16": ("MFMA", "CDNA1", "f32_16x16x16f16"),
     "cdna1-bf16": ("MFMA", "CDNA1", "f32_16x16x8bf16"),
@@ -217,6 +225,8 @@ class MmasimTarget(MatrixTarget):
     """
 
     def __init__(self, preset: str):
+        if preset in NO_MODEL:
+            raise ProbeError(f"no mmasim model for {preset!r}: {NO_MODEL[preset]}")
         if preset not in MODELS:
             import difflib
 

@@ -162,7 +162,8 @@ def _emulate(A, B, C, profile: Profile, scales=()) -> np.ndarray:
     """The profile's GEMM on the vectorised engine (library-level fields included);
     ``scales``: () or (scale_a, scale_b) of a block-scaled profile."""
     SA, SB = scales or (None, None)
-    return matmul(A, B, C, profile=profile, engine="numpy", scale_a=SA, scale_b=SB)
+    return matmul(A, B, C, profile=profile, engine="numpy", scale_a=SA, scale_b=SB,
+                  dtype="float64")
 
 
 def _mismatch(target: MatrixTarget, profile: Profile, a, b, c,

@@ -25,6 +25,8 @@ def fprev(
     membership_min: int | None = None,
 ):
     """FPRev over ``leaves`` (default: all n). Returns the canonical nested-tuple tree.
+    ``progress(probes_done, n)``, when given, is called after each stage and after every op
+    call within one (packed: the count and membership probes of this call).
 
     Breadth-first: each stage probes the pivot q of every pending leaf set against the rest of
     its set; the groups of equal l become the next stage's sets. Plain (``packed`` False): one
@@ -48,6 +50,17 @@ def fprev(
     """
     n = prober.n
     leaves = np.arange(n) if leaves is None else np.asarray(leaves)
+    if progress is not None:  # also during a batch of op calls (Prober.heartbeat)
+        base = prober.probes
+        prober.heartbeat = lambda probes: progress(probes - base, n)
+    try:
+        return _fprev(prober, leaves, seed, progress, packed, membership_min)
+    finally:
+        prober.heartbeat = None
+
+
+def _fprev(prober, leaves, seed, progress, packed, membership_min):
+    n = prober.n
     if packed:
         return Staged(prober, leaves, np.random.default_rng(seed), progress, membership_min).run()
     stages, done, vals = fprev_stages(leaves, seed), 0, None

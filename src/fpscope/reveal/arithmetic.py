@@ -12,6 +12,8 @@ the replay on random inputs checks the inferred rest.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..arithmetic import Arithmetic
@@ -144,12 +146,18 @@ def _fill_nodes(names: list, probed: list[int]) -> list:
     """Unprobed non-root nodes take the format of the nearest probed node in post-order."""
     if not probed:
         return names
-    arr = np.asarray(probed)
+    arr = np.sort(np.asarray(probed, dtype=np.int64))
     out = list(names)
-    for k in range(len(names) - 1):
-        if out[k] is None:
-            j = arr[np.argmin(np.abs(arr - k))]
-            out[k] = names[j]
+    missing = np.asarray([k for k in range(len(names) - 1) if out[k] is None], dtype=np.int64)
+    if not len(missing):
+        return out
+    pos = np.searchsorted(arr, missing)
+    left = arr[np.clip(pos - 1, 0, len(arr) - 1)]
+    right = arr[np.clip(pos, 0, len(arr) - 1)]
+    # the nearest probed node; on a tie the lower index (as argmin over the sorted indices)
+    near = np.where(np.abs(missing - left) <= np.abs(right - missing), left, right)
+    for k, j in zip(missing.tolist(), near.tolist()):
+        out[k] = names[j]
     return out
 
 
@@ -170,8 +178,8 @@ def _root_options(tree: SumTree, names: list, acc_name: str) -> list[str]:
 
 
 def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
-                       samples: int, seed: int, positions: np.ndarray | None = None
-                       ) -> tuple[Arithmetic, dict, dict | None]:
+                       samples: int, seed: int, positions: np.ndarray | None = None,
+                       timings: dict | None = None) -> tuple[Arithmetic, dict, dict | None]:
     """Node formats and product entries of ``target`` (whose tree is ``tree``), checked by
     replay.
 
@@ -185,6 +193,8 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
         positions: for a matrix op whose outputs use several trees, the boolean (M, N) map of
             the outputs that use ``tree`` (:mod:`fpscope.reveal.classes`): probes and replay go
             to those outputs.
+        timings: a dict that gets the wall seconds of each part added to its keys
+            "node_formats", "product_entries" and "replay" (benchmarks/bench_reveal.py).
 
     Returns:
         (Arithmetic, evidence dict, replay report or None). The evidence says how many nodes and
@@ -192,11 +202,18 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
         bit, the first candidate and its failed report are returned.
     """
     from ..probes.accumulator import detect_node_formats
-    from ..probes.product_entry import detect_product_entries
     from ..verify import verify
 
     fin, fout = target.in_format, target.out_format
     acc_name = acc["format"] if acc.get("format") else fin.name
+    timings = {} if timings is None else timings
+    clock = [time.perf_counter()]
+
+    def lap(part: str) -> None:
+        now = time.perf_counter()
+        timings[part] = timings.get(part, 0.0) + now - clock[0]
+        clock[0] = now
+
     m = tree.n_nodes
     evidence: dict = {}
     binary = tree.max_fan_in() <= 2
@@ -208,6 +225,7 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
         rep = (verify(target, tree, samples=samples, seed=seed, arithmetic=arith,
                       first_output_only=not shared and positions is None,
                       positions=positions) if samples > 0 else None)
+        lap("replay")
         return arith, evidence, rep
     batched = shared or positions is not None
     limit = _row_limit(target, batched)
@@ -216,6 +234,7 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
     node_count = m - 1
     probe_nodes = _spread(node_count, limit // 4) if node_count else []
     names = detect_node_formats(target, tree, evaluate=rows_eval, nodes=probe_nodes)
+    lap("node_formats")
     evidence["node_formats_probed"] = (f"{len(probe_nodes)} of {node_count} non-root nodes"
                                        + (" (the others take the nearest probed node's format)"
                                           if len(probe_nodes) < node_count else ""))
@@ -234,11 +253,13 @@ def measure_arithmetic(target: Target, tree: SumTree, acc: dict, shared: bool,
         full = [x if x is not None else acc_name for x in names[:-1]] + [root]
         if target.has_products and entries is None:
             entries = _entries(target, tree, full, shared, limit, evidence, positions)
+        lap("node_formats" if entries is None else "product_entries")
         arith = Arithmetic(tuple(full), None if entries is None else tuple(entries), fout.name)
         if samples <= 0:
             return arith, evidence, None
         rep = verify(target, tree, samples=samples, seed=seed, arithmetic=arith,
                      first_output_only=not shared and positions is None, positions=positions)
+        lap("replay")
         if rep["bit_exact"]:
             return arith, evidence, rep
         if first is None:

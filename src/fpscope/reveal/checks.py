@@ -12,40 +12,102 @@ from __future__ import annotations
 import numpy as np
 
 from ..tree import SumTree
-from .prober import Prober, RevealError
+from .prober import Prober, RevealError, nan_error
 
 
-def lca_sizes_of_tree(tree: SumTree, pairs: np.ndarray) -> np.ndarray:
-    """l(i, j) of ``tree`` for each (i, j) in ``pairs`` (P, 2); O(nodes) Python, O(P * nodes)
-    numpy work.
-
-    Every internal node covers a contiguous range of the canonical leaf order, so LCA(i, j) is
-    the smallest node whose range holds both. One depth-first pass numbers the leaves and
-    records each node's range.
-    """
-    leafpos: dict = {}
+def _leaf_ranges(tree: SumTree):
+    """One depth-first pass: the leaves in canonical order (a list; "C" included) and every
+    internal node's range [lo, hi) in it (int64 arrays). Every internal node covers a contiguous
+    range of the canonical leaf order."""
+    order: list = []
     lo, hi = [], []
-    pos = 0
     stack = [tree.root]
     while stack:
         cur = stack.pop()
         c = cur.__class__
         if c is tuple:
-            stack.append([pos])  # closes the node: its range starts here
+            stack.append([len(order)])  # closes the node: its range starts here
             stack.extend(reversed(cur))
         elif c is list:
             lo.append(cur[0])
-            hi.append(pos)
+            hi.append(len(order))
         else:
-            leafpos[cur] = pos
-            pos += 1
-    lo_a, hi_a = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
-    size = hi_a - lo_a
+            order.append(cur)
+    return order, np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+
+
+def _lca_nodes(order: list, lo_a, hi_a, pairs) -> tuple[np.ndarray, np.ndarray]:
+    """(index of the LCA node of each pair, its size): the smallest range holding both."""
+    pos_of = {v: k for k, v in enumerate(order)}
     P = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    pos_ = np.array([[leafpos[int(i)], leafpos[int(j)]] for i, j in P], dtype=np.int64).reshape(-1, 2)
+    pos_ = np.array([[pos_of[int(i)], pos_of[int(j)]] for i, j in P],
+                    dtype=np.int64).reshape(-1, 2)
     a, c = pos_.min(axis=1), pos_.max(axis=1)
+    size = hi_a - lo_a
     holds = (lo_a[None, :] <= a[:, None]) & (hi_a[None, :] > c[:, None])
-    return np.where(holds, size[None, :], np.iinfo(np.int64).max).min(axis=1)
+    sizes = np.where(holds, size[None, :], np.iinfo(np.int64).max)
+    k = sizes.argmin(axis=1)
+    return k, sizes[np.arange(len(k)), k]
+
+
+def lca_sizes_of_tree(tree: SumTree, pairs: np.ndarray) -> np.ndarray:
+    """l(i, j) of ``tree`` for each (i, j) in ``pairs`` (P, 2); O(nodes) Python, O(P * nodes)
+    numpy work (:func:`_leaf_ranges`: LCA(i, j) is the smallest node whose range holds
+    both)."""
+    order, lo_a, hi_a = _leaf_ranges(tree)
+    return _lca_nodes(order, lo_a, hi_a, pairs)[1]
+
+
+def lca_leaves_of_tree(tree: SumTree, pairs: np.ndarray) -> list[np.ndarray]:
+    """The leaves (sorted int64 indices; "C" left out) under LCA(i, j) of ``tree`` for each
+    (i, j) in ``pairs``."""
+    order, lo_a, hi_a = _leaf_ranges(tree)
+    k, _ = _lca_nodes(order, lo_a, hi_a, pairs)
+    return [np.sort(np.asarray([v for v in order[lo_a[x]:hi_a[x]] if not isinstance(v, str)],
+                               dtype=np.int64)) for x in k]
+
+
+def check_scan_prefixes(prober: Prober, tree: SumTree, count: int, rng) -> int | str:
+    """A scan (``target.evaluate_scan``: every output j of one call adds x0..xj): is every
+    output's tree the revealed tree (the last output's) restricted to x0..xj?
+
+    ``count`` random pairs (a, b), one probe row each (M and -M at a and b, units elsewhere),
+    answer l_j(a, b) for every output j >= max(a, b) in the same call; the restriction of the
+    tree says l_j = the number of leaves <= j under LCA(a, b).
+
+    Returns:
+        the number of (pair, output) values checked; or a string "no: ..." naming the first
+        output whose tree is not the restriction (the outputs then add in other trees: reveal
+        one with ``--position J``).
+    """
+    t, m, n = prober.target, prober.mask, prober.n
+    if n < 3 or count <= 0:
+        return 0
+    a = rng.integers(0, n, size=count)
+    b = rng.integers(0, n - 1, size=count)
+    b = np.where(b >= a, b + 1, b)
+    X = np.full((count, n), m.u, dtype=prober.dtype)
+    X[np.arange(count), a] = m.M
+    X[np.arange(count), b] = -m.M
+    Y = np.asarray(t.evaluate_scan(X), dtype=np.float64)
+    j = np.arange(n)
+    valid = j[None, :] >= np.maximum(a, b)[:, None]  # earlier outputs hold M: no answer
+    units = np.rint(np.where(valid, Y, 0.0) / m.u)
+    if not np.isfinite(units).all():
+        raise nan_error(prober, "scan probes (M, -M and units)")
+    got = (j[None, :] + 1) - units.astype(np.int64)
+    leaves = lca_leaves_of_tree(tree, np.stack([a, b], axis=1))
+    want = np.stack([np.searchsorted(lv, j, side="right") for lv in leaves])
+    bad = np.argwhere(valid & (got != want))
+    if len(bad):
+        outs = sorted({int(c) for _, c in bad})
+        r, c = bad[np.argmin(bad[:, 1])]
+        shown = ", ".join(map(str, outs[:8])) + (f", ... ({len(outs)} outputs)" if len(outs) > 8
+                                                  else "")
+        return (f"no: outputs {shown} do not add in the last output's tree restricted to their "
+                f"inputs (output {c}: pair ({a[r]}, {b[r]}) meets in {got[r, c]} leaves, the "
+                f"restriction says {want[r, c]}); reveal one with --position J")
+    return int(valid.sum())
 
 
 def check_units(prober: Prober) -> None:
@@ -53,6 +115,8 @@ def check_units(prober: Prober) -> None:
     t, m = prober.target, prober.mask
     x = np.full((1, prober.n), m.u, dtype=prober.dtype)
     got = float(t.evaluate(x)[0])
+    if np.isnan(got):
+        raise nan_error(prober, f"{prober.n} units of {m.u!r}")
     if got != prober.n * m.u:
         hint = ""
         if np.isfinite(got) and 0 < got < prober.n * m.u and float(got / m.u).is_integer():
@@ -73,6 +137,8 @@ def check_absorbs(prober: Prober) -> None:
     X[0, 0] = m.M
     X[1, n - 1] = m.M
     got = t.evaluate(X)
+    if np.isnan(np.asarray(got, dtype=np.float64)).any():
+        raise nan_error(prober, f"M = {m.M!r} followed or preceded by {n - 1} units of {m.u!r}")
     if not np.all(got == m.M):
         raise RevealError(
             "mask",

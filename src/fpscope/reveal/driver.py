@@ -27,6 +27,7 @@ from .checks import (
     check_batched,
     check_random_pairs,
     check_repeat,
+    check_scan_prefixes,
     check_shared_order,
     check_units,
 )
@@ -42,6 +43,9 @@ class RevealStats:
     probes: int = 0  # l(i, j) values obtained
     seconds: float = 0.0
     checks: dict = field(default_factory=dict)
+    #: wall seconds per part of the reveal: "tree" (= seconds), "accumulator", "node_formats",
+    #: "product_entries", "replay" (every output class's together)
+    phases: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -156,10 +160,13 @@ def reveal(
     stats.calls = target.calls - calls0
     stats.probes = probes
     stats.seconds = time.perf_counter() - t0
+    stats.phases["tree"] = stats.seconds
+    t1 = time.perf_counter()
     shared = not str(stats.checks.get("shared_k_order_outputs", "")).startswith("no:")
     evaluate = (rows_evaluator(target) if shared else
                 class_rows_evaluator(target, classes[0].mask) if classes else None)
     acc = detect_accumulator(target, tree, evaluate=evaluate)
+    stats.phases["accumulator"] = time.perf_counter() - t1
     result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
     if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
         raise RevealError(
@@ -168,7 +175,8 @@ def reveal(
             f"{n - 2} units of {mask.u!r}; the tree cannot be trusted",
         )
     arith, evidence, rep = measure_arithmetic(target, tree, acc, shared, replay_samples, seed,
-                                              positions=classes[0].mask if classes else None)
+                                              positions=classes[0].mask if classes else None,
+                                              timings=stats.phases)
     result.arithmetic, result.arithmetic_evidence = arith, evidence
     if classes:
         result.classes = [{"tree": classes[0].tree, "mask": classes[0].mask,
@@ -177,7 +185,7 @@ def reveal(
             acc_c = detect_accumulator(target, c.tree,
                                        evaluate=class_rows_evaluator(target, c.mask))
             a_c, _, rep_c = measure_arithmetic(target, c.tree, acc_c, False, replay_samples,
-                                               seed, positions=c.mask)
+                                               seed, positions=c.mask, timings=stats.phases)
             result.classes.append({"tree": c.tree, "mask": c.mask, "arithmetic": a_c,
                                    "replay": rep_c})
         if rep is not None:  # the replay report covers every class
@@ -244,4 +252,6 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
     stats.checks["random_pairs"] = check_random_pairs(prober, tree, extra_pairs, rng)
     if prober.mode != "single":
         stats.checks["shared_k_order_outputs"] = check_shared_order(prober, tree, 4, rng)
+    if hasattr(prober.target, "evaluate_scan"):  # a scan: every output against its prefix
+        stats.checks["scan_prefixes"] = check_scan_prefixes(prober, tree, extra_pairs, rng)
     return tree

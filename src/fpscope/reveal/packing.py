@@ -261,6 +261,7 @@ def _count_rows(prober: Prober, reqs: list, B: int) -> tuple[np.ndarray, np.ndar
                                   "the op is not a fixed tree of rounded additions")
             lam[at] = got + offset[tids]
             ok[at] = (bit == 1) | (mode != 2)
+            prober.beat(len(at))
         prober.probes += len(partners)
     finally:
         switch(K, np.full((S, K), -1, dtype=np.int64))  # leave the buffer all 0
@@ -482,6 +483,7 @@ def membership_rows(prober: Prober, item_row, item_pivot, item_witness, test_row
                               "test leaf of its row carries: the op is not a fixed tree of "
                               "rounded additions")
         got[c:d] = (N[rt] >> tb[c:d]) & 1
+        prober.beat(b - a)
     prober.probes += len(ir)
     res = np.empty(len(got), dtype=bool)
     res[to] = got

@@ -19,13 +19,32 @@ class RevealError(RuntimeError):
 
     kinds: "not-units" (a probe output is not a whole number of units), "inconsistent" (probe
     results contradict each other or the tree), "nondeterministic", "batch-mismatch",
-    "units" (n units do not sum to n * u), "mask" (the mask does not absorb).
+    "units" (n units do not sum to n * u), "mask" (the mask does not absorb), "nan" (the op
+    returned NaN for finite probe inputs). "units" and "nan" (:data:`INPUT_KINDS`) say the op
+    cannot be probed as given (bad input: CLI exit code 2), the others that a check failed.
     """
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
         self.result = None  # for kind "replay": the RevealResult whose replay failed
+
+
+INPUT_KINDS = ("units", "nan")
+
+
+def nan_error(prober: "Prober", inputs: str) -> RevealError:
+    """The one-line error for an op that returned NaN for finite probe ``inputs``."""
+    t = prober.target
+    name = str(getattr(t, "name", "the op"))
+    who = f"the callable {name}" if ":" in name else name
+    fmt = getattr(t.in_format, "name", t.in_format)
+    return RevealError(
+        "nan",
+        f"{who} returned NaN for the probe inputs ({inputs}; n = {prober.n}, {fmt}): a sum of "
+        f"finite inputs is never NaN, so it is not a plain sum of its inputs or it overflows or "
+        f"divides on those values",
+    )
 
 
 class Prober:
@@ -78,6 +97,21 @@ class Prober:
         self.packed_calls = 0  # calls of packed count or membership rows
         self.membership_sets = 0  # leaf sets classified with membership probes
         self.hidden_leaves = 0  # leaves of interval sets below their pivot's subtree
+        #: None, or ``heartbeat(probes)`` called after every op call of a batch with the probes
+        #: answered so far (``probes`` counts a batch only at its end): progress bars move
+        #: during batches that take minutes at large n (``fpscope reveal --n 10000000``)
+        self.heartbeat = None
+        self._flight = (0, 0)  # (self.probes when the running batch began, answered in it)
+
+    def beat(self, answered: int) -> None:
+        """After one op call of a batch that answered ``answered`` probes: tell
+        :attr:`heartbeat` the probes answered so far, this batch's included."""
+        base, done = self._flight
+        if base != self.probes:  # a new batch (the last one was counted in self.probes)
+            base, done = self.probes, 0
+        self._flight = (base, done + answered)
+        if self.heartbeat is not None:
+            self.heartbeat(base + done + answered)
 
     # -- probe inputs -------------------------------------------------------------------------
     def probe_rows(self, pairs: np.ndarray) -> np.ndarray:
@@ -92,6 +126,10 @@ class Prober:
         """Convert probe outputs (n - l) * u to l, refusing anything that is not whole units."""
         out = np.asarray(out, dtype=np.float64)
         k = out / self.mask.u
+        if np.isnan(out).any():
+            b = int(np.flatnonzero(np.isnan(out))[0])
+            i, j = (int(v) for v in pairs[b])
+            raise nan_error(self, f"units with +M at {i} and -M at {j} (M = {self.mask.M!r})")
         ok = np.isfinite(k) & (k == np.round(k)) & (k >= 0) & (k <= self.n - 2)
         if not ok.all():
             b = int(np.flatnonzero(~ok)[0])
@@ -136,6 +174,7 @@ class Prober:
                 buf[rows, chunk[:, 0]] = m.u
                 buf[rows, chunk[:, 1]] = m.u
             res[s : s + len(chunk)] = self.to_lca_sizes(out, chunk)
+            self.beat(len(chunk))
         self.probes += len(pairs)
         return res
 
@@ -174,6 +213,7 @@ class Prober:
             L = np.full(out.shape, -1, dtype=np.int64)
             L[valid] = self.to_lca_sizes(out[valid], np.stack([rr[valid], cc[valid]], axis=1))
         self.probes += int(valid.sum())
+        self.beat(0)
         return L
 
     def grid_sizes(self, out: np.ndarray, valid: np.ndarray) -> np.ndarray | None:

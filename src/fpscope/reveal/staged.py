@@ -74,6 +74,7 @@ class Staged:
         self.min_size = membership_min
         self.tasks = [Task(np.sort(leaves))]
         self.done = 0
+        self._base = prober.probes  # progress counts every probe of this run (count, membership)
 
     def run(self):
         frontier = [0]
@@ -84,7 +85,7 @@ class Staged:
     def _advance(self, probes: int) -> None:
         self.done += probes
         if self.progress:
-            self.progress(self.done, self.prober.n)
+            self.progress(max(self.done, self.prober.probes - self._base), self.prober.n)
 
     def _stage(self, frontier: list) -> list:
         """One stage over the sets in ``frontier``; returns the next stage's sets.

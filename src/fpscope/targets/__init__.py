@@ -8,6 +8,7 @@ targets is requested.
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import importlib
 from collections.abc import Mapping
@@ -82,8 +83,11 @@ def make_target(
 
     Args:
         name: one of :func:`list_targets` (``np.`` and ``jnp.`` are accepted for ``numpy.`` and
-            ``jax.numpy.``; ``numpy.einsum[SUBSCRIPTS]``), or a user callable
-            ``package.module:function`` / ``path/to/file.py:function``.
+            ``jax.numpy.``; ``numpy.einsum[SUBSCRIPTS]``), a user callable
+            ``package.module:function`` / ``path/to/file.py:function``, or a Python callable
+            object itself (a function, lambda or bound method; the target is named
+            ``module:qualname``, :func:`fpscope.targets.callable.spec_of`; it runs in this
+            process, so ``env`` is refused).
         n: number of leaves: the reduction length for 1-D ops, K for matrix ops (an N x N x N
             matmul when ``shape`` is not given; N x N matrices for vecmat/matvec), the array
             length for ``numpy.cumsum``, the side of a square array for ``numpy.add.reduce``.
@@ -137,10 +141,16 @@ def make_target(
             strings) or a child process that failed, ``batched`` for a built-in target. The
             message is one line.
     """
+    if env is not None and not isinstance(name, str) and _is_function(name) \
+            and not (isinstance(env, Mapping) and len(env) == 0):
+        raise TargetError("env runs the op in a child process, which cannot receive a function "
+                          "object: name it as 'package.module:function' or "
+                          "'path/to/file.py:function' instead")
     if batched is not None:
         if not isinstance(batched, bool):
             raise TargetError(f"{name}: batched must be True or False, got {batched!r}")
-        if not (isinstance(name, str) and ":" in name and "[" not in name):
+        if not ((isinstance(name, str) and ":" in name and "[" not in name)
+                or (_is_function(name) and not isinstance(name, str))):
             raise TargetError(
                 f"{name}: batched applies to user callables (package.module:function or "
                 "path/to/file.py:function); built-in targets batch their probes themselves"
@@ -151,9 +161,10 @@ def make_target(
         if isinstance(output, (int, np.integer)) or (isinstance(output, (tuple, list))
                                                       and len(output) == 1):
             flat = int(output if isinstance(output, (int, np.integer)) else output[0])
-            if _split_name(name)[0] not in ("numpy.add.reduce", "numpy.cumsum"):
-                raise TargetError(f"--position E (one flat index) applies to numpy.add.reduce "
-                                  f"and numpy.cumsum; a matrix op takes --position I,J")
+            if not isinstance(name, str) or _split_name(name)[0] not in ("numpy.add.reduce",
+                                                                         "numpy.cumsum"):
+                raise TargetError("--position E (one flat index) applies to numpy.add.reduce "
+                                  "and numpy.cumsum; a matrix op takes --position I,J")
             if index is not None and index != flat:
                 raise TargetError(f"--position {flat} and --index {index} disagree")
             return make_target(name, n=n, shape=shape, dtype=dtype, layout=layout,
@@ -169,8 +180,18 @@ def make_target(
         extra = {} if batched is None else {"batched": batched}
         return ChildTarget(name, env, n=n, shape=shape, dtype=dtype, layout=layout, offset=offset,
                            threads=threads, axis=axis, index=index, device=device, **extra)
+    if _is_function(name) and not isinstance(name, str):  # a function object (the Python API)
+        from . import callable as user
+
+        if isinstance(name, Target):
+            raise TargetError(f"{name.name} is already a target; pass it to reveal() as it is")
+        spec = user.spec_of(name)
+        refuse(spec, device=device)
+        cond = conditions(spec, dtype or "fp32", layout, offset, threads)
+        return user.build(spec, n=n, shape=shape, cond=cond, axis=axis, index=index,
+                          batched=batched, fn=name)
     if not isinstance(name, str) or not name.strip():
-        raise TargetError(f"target name must be a non-empty string, got {name!r}")
+        raise TargetError(f"target name must be a non-empty string or a callable, got {name!r}")
     if dtype is None:
         dtype = _default_dtype(name)
     if ":" in name and "[" not in name:
@@ -204,11 +225,19 @@ def make_target(
         raise TargetError(f"{base}: not enough memory for shape {shape or n}") from None
 
 
+def _is_function(obj) -> bool:
+    """A Python callable object (not a name). builtins.callable: this package's own
+    ``callable`` submodule shadows the builtin in its namespace."""
+    return builtins.callable(obj) and not isinstance(obj, str)
+
+
 def _default_dtype(name: str) -> str:
     """fp32, or the preset's input format for ``emulate.matmul[PRESET]``."""
-    from ..profile import PRESETS
-
     base, _, rest = name.strip().partition("[")
-    if base == "emulate.matmul" and rest[:-1] in PRESETS:
+    if base != "emulate.matmul":
+        return "fp32"
+    from ..profile import PRESETS  # only here: building the presets takes a noticeable time
+
+    if rest[:-1] in PRESETS:
         return PRESETS[rest[:-1]].in_format
     return "fp32"

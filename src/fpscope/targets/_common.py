@@ -13,6 +13,7 @@ import numpy as np
 
 from ..formats import Format, format_of_dtype
 from ._options import Conditions
+from ._size import check_memory
 from .base import Target, TargetError
 
 
@@ -54,6 +55,9 @@ class LibraryTarget(Target):
         super().__init__(n, cond.fmt, out_format)
         self.cond = cond
         self.shape = tuple(int(s) for s in shape)
+        if not self.is_matrix:  # before a subclass allocates its input (MatrixTarget: its own)
+            check_memory(name, n, int(np.prod(self.shape, dtype=object)),
+                         cond.fmt.numpy_dtype().itemsize, cond.fmt.name)
         self.axis = axis
         self.index = index
         self._closers: list[Callable[[], None]] = []
@@ -111,6 +115,8 @@ class MatrixTarget(LibraryTarget):
         out_format: Format | None = None,
     ):
         m, k, c = (int(d) for d in dims)
+        check_memory(name, k, m * k + k * c + m * c, cond.fmt.numpy_dtype().itemsize,
+                     cond.fmt.name)  # A, B and C, before a subclass allocates them
         super().__init__(name, k, cond, shape if shape is not None else dims, out_format)
         self.M, self.K, self.N = m, k, c
         self.max_rows, self.max_cols = m, c

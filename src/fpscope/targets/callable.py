@@ -288,9 +288,12 @@ class CallableTarget(LibraryTarget):
             ``evaluate`` also become one-line TargetErrors.
     """
 
-    def __init__(self, spec: str, n: int, cond: Conditions, batched: bool | None = None):
-        fn = load_function(spec)
-        spec = absolute_spec(spec)
+    def __init__(self, spec: str, n: int, cond: Conditions, batched: bool | None = None,
+                 fn=None):
+        if fn is None:
+            fn = load_function(spec)
+            spec = absolute_spec(spec)
+        self._in_process = fn is not None and not importable(spec, fn)
         super().__init__(spec, n, cond, (n,))
         self._fn = fn
         declared = declared_batched(spec, fn)
@@ -371,7 +374,9 @@ class CallableTarget(LibraryTarget):
         batched function (``"batched": false`` where make_target overrode the function's
         declaration), so that verify and gate rebuild it the same way."""
         out = super().spec()
-        if not _is_file(self.name.rpartition(":")[0]):
+        if self._in_process:
+            out["in_process"] = True  # a function object that no spec can load again
+        elif not _is_file(self.name.rpartition(":")[0]):
             out["import_root"] = os.getcwd()
         if self.batched or self._overridden:
             out["batched"] = self.batched
@@ -379,8 +384,9 @@ class CallableTarget(LibraryTarget):
 
 
 def build(name: str, *, n, shape, cond: Conditions, axis, index,
-          batched: bool | None = None) -> CallableTarget:
-    """Build a callable target from its spec string.
+          batched: bool | None = None, fn=None) -> CallableTarget:
+    """Build a callable target from its spec string, or from the function object ``fn`` (then
+    ``name`` is :func:`spec_of`'s name for it).
 
     Raises:
         TargetError: see :class:`CallableTarget`; n missing; axis or index given.
@@ -388,4 +394,32 @@ def build(name: str, *, n, shape, cond: Conditions, axis, index,
     from ._options import refuse, vector_length
 
     refuse(name, axis=axis, index=index)
-    return CallableTarget(name, vector_length(name, n, shape), cond, batched=batched)
+    return CallableTarget(name, vector_length(name, n, shape), cond, batched=batched, fn=fn)
+
+
+def spec_of(fn) -> str:
+    """The name of a function object as a target: ``"module:qualname"`` (``__main__`` too).
+
+    A module-level function, class method or callable object of an importable module gets a
+    spec that :func:`load_function` loads again (so a record of it verifies from the CLI); a
+    lambda, a nested function or a bound method gets the same form with its qualified name
+    (``"__main__:<lambda>"``, ``"mymod:outer.<locals>.f"``), which only the Python API can
+    re-run (pass the function again: ``fpscope.verify(record, target=fn)``)."""
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or "__main__"
+    qual = (getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+            or type(fn).__qualname__)
+    return f"{module}:{qual}"
+
+
+def importable(spec: str, fn) -> bool:
+    """Whether ``spec`` loads ``fn`` itself again (in another process too: not ``__main__``)."""
+    where, _, attr = spec.rpartition(":")
+    if not where or where == "__main__" or "<" in attr or _is_file(where):
+        return _is_file(where)
+    module = sys.modules.get(where)
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return False
+    return obj is fn or getattr(obj, "__func__", None) is getattr(fn, "__func__", fn)

@@ -226,7 +226,27 @@ class NumpyCumsum(_NumpyTarget):
 
     def _call_one(self, x: np.ndarray) -> float:
         self._buf[: self.n] = x
-        return float(np.cumsum(self._buf)[self.index])
+        return float(self._scan(self._buf)[self.index])
+
+    @staticmethod
+    def _scan(x: np.ndarray) -> np.ndarray:
+        return np.cumsum(x)
+
+    def evaluate_scan(self, X) -> np.ndarray:
+        """Every output 0..index of the scan: (B, n) rows (the n = index + 1 leaves, inputs
+        after index zero, as ``evaluate``) -> (B, n) float64, output j of row b at [b, j]; one
+        ``np.cumsum`` call per row, the same call ``evaluate`` makes.
+
+        Raises:
+            TargetError: as ``evaluate``.
+        """
+        X = self._check(X)
+        out = np.empty(X.shape, dtype=np.float64)
+        for b in range(X.shape[0]):
+            self._buf[: self.n] = X[b]
+            out[b] = self._scan(self._buf)[: self.n]
+            self.calls += 1
+        return out
 
 
 class NumpyAddReduce(_NumpyTarget):

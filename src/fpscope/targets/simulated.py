@@ -147,7 +147,7 @@ class EmulatedMatmul(Target):
         from ..emulate import matmul
 
         return matmul(np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64),
-                      profile=self.profile)
+                      profile=self.profile, dtype="float64")
 
     def evaluate(self, X) -> np.ndarray:
         X = self._check(X)
