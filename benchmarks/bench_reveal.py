@@ -3,6 +3,7 @@
 Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick] [--gemm-1024-runs 1]
      python benchmarks/bench_reveal.py --rows N     (probe rows of one np.sum reveal)
      python benchmarks/bench_reveal.py --phases     (only the phases table below)
+     python benchmarks/bench_reveal.py --process    (only the two whole-process rows)
 
 The baseline is :mod:`fprev_published` (this folder): the published algorithm as its reference
 code runs it (recursive, lowest-index pivot, one op call per probe, the input built once and
@@ -188,12 +189,41 @@ def run_process(cmd: list[str], env: dict) -> float:
 
 # -- the table -----------------------------------------------------------------------------------
 
+def process_rows(repeats: int) -> tuple[list, int]:
+    """The whole process ``fpscope reveal numpy.sum --n 1000`` beside a process running the
+    published algorithm, with and without .pyc files: [(label, fpscope s, published s)], n."""
+    n_cli = 1000
+    ftree = run_fpscope("numpy.sum", n_cli)[3]
+    assert SumTree(pub.fprev(pub.NumpySum(n_cli))[0]) == ftree
+    proc_rows = []
+    pyc = tempfile.mkdtemp(prefix="fpscope-bench-pyc-")
+    try:
+        no_pyc = _process_env(None) | {"PYTHONDONTWRITEBYTECODE": "1"}
+        for label, env in (("whole process", _process_env(pyc)),
+                           ("whole process (no .pyc)", no_pyc)):
+            cmds = (_fpscope_command(n_cli),
+                    [sys.executable, str(HERE / "fprev_published.py"), str(n_cli)])
+            for c in cmds:  # warm-up (fills the bytecode cache)
+                run_process(c, env)
+            fs, ps = [], []
+            for _ in range(repeats):
+                fs.append(run_process(cmds[0], env))
+                ps.append(run_process(cmds[1], env))
+            proc_rows.append((label, statistics.median(fs), statistics.median(ps)))
+    finally:
+        shutil.rmtree(pyc, ignore_errors=True)
+
+    return proc_rows, n_cli
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs per case (median)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     ap.add_argument("--gemm-1024-runs", type=int, default=1, metavar="R",
                     help="runs of the published GEMM at the largest n (minutes each; 0: skip)")
+    ap.add_argument("--process", action="store_true", help="only the whole-process rows "
+                    "(fpscope reveal numpy.sum --n 1000 beside the published script)")
     ap.add_argument("--phases", action="store_true", help="only the table of where a whole "
                     "reveal's time goes (tree, accumulator, node formats, products, replay)")
     ap.add_argument("--rows", type=int, metavar="N", help="instead of the table: probe rows "
@@ -201,6 +231,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.rows:
         return rows_report(args.rows)
+    if args.process:
+        print(f"CPU: {cpu_model()}; load average: {load_average()}")
+        rows, n_cli = process_rows(args.repeats)
+        for label, fsec, psec in rows:
+            print(f"{label:28s} {n_cli:6d} fpscope {fsec:.3f} s, published {psec:.3f} s, "
+                  f"ratio {fsec / psec:.2f}")
+        print(f"medians of {args.repeats} interleaved runs; load average at the end: "
+              f"{load_average()}")
+        return 0
     if args.phases:
         print(f"CPU: {cpu_model()}; load average: {load_average()}")
         phases_report(args.repeats, args.quick)
@@ -239,27 +278,7 @@ def main(argv=None) -> int:
                         statistics.median(ps) if ps else None, calls, len(ps)))
         print(f"  done: {label} n={n}", file=sys.stderr, flush=True)
 
-    # the whole process: fpscope's CLI beside a process running the published algorithm
-    n_cli = 1000
-    ftree = run_fpscope("numpy.sum", n_cli)[3]
-    assert SumTree(pub.fprev(pub.NumpySum(n_cli))[0]) == ftree
-    proc_rows = []
-    pyc = tempfile.mkdtemp(prefix="fpscope-bench-pyc-")
-    try:
-        no_pyc = _process_env(None) | {"PYTHONDONTWRITEBYTECODE": "1"}
-        for label, env in (("whole process", _process_env(pyc)),
-                           ("whole process (no .pyc)", no_pyc)):
-            cmds = (_fpscope_command(n_cli),
-                    [sys.executable, str(HERE / "fprev_published.py"), str(n_cli)])
-            for c in cmds:  # warm-up (fills the bytecode cache)
-                run_process(c, env)
-            fs, ps = [], []
-            for _ in range(args.repeats):
-                fs.append(run_process(cmds[0], env))
-                ps.append(run_process(cmds[1], env))
-            proc_rows.append((label, statistics.median(fs), statistics.median(ps)))
-    finally:
-        shutil.rmtree(pyc, ignore_errors=True)
+    proc_rows, n_cli = process_rows(args.repeats)
 
     head = (f"{'case':28s} {'n':>6s} {'fpscope s':>10s} {'in op s':>8s} {'calls':>7s} "
             f"{'trees':>6s} {'published s':>12s} {'calls':>7s} {'fpscope/published':>18s}")

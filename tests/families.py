@@ -197,3 +197,16 @@ def register_lanes_tree(n: int, registers: int = 8, width: int = 8) -> SumTree:
         regs = [lanes[p * width + e] for p in range(registers)]
         elems.append(seq_fold([(regs[i], regs[i + 1]) for i in range(0, registers, 2)]))
     return SumTree(pairwise_split([(elems[e], elems[e + width // 2]) for e in range(width // 2)]))
+
+
+def kahan_sum(x) -> np.float32:
+    """Kahan's compensated float32 summation of x: no tree of rounded additions reproduces it
+    (the reveal must refuse it in the replay)."""
+    s = np.float32(0)
+    c = np.float32(0)
+    for v in x:
+        y = np.float32(v - c)
+        t = np.float32(s + y)
+        c = np.float32(np.float32(t - s) - y)
+        s = t
+    return s

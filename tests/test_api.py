@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import fpscope
+from families import kahan_sum as kahan
 
 
 def reversed_sum(x):
@@ -23,18 +24,6 @@ def local_reversed_sum():
         return reversed_sum(x)
 
     return reversed_local
-
-
-def kahan(x):
-    """Compensated summation: no tree of rounded additions reproduces it."""
-    s = np.float32(0)
-    c = np.float32(0)
-    for v in x:
-        y = np.float32(v - c)
-        t = np.float32(s + y)
-        c = np.float32(np.float32(t - s) - y)
-        s = t
-    return s
 
 
 def test_top_level_names_are_the_api():

@@ -1,13 +1,12 @@
 """Blackwell B200 (sm_100) ``mma.sync`` fp8 presets: blackwell-{e4m3,e5m2}[-fp16out].
 
 Source: Khattak and Mikaitis, arXiv 2512.07004, and their MATLAB B200 model (fpscope/profile.py
-restates it and says what the Profile cannot express). :func:`source_model` below is that model
+restates it). :func:`source_model` below is that model
 written out with exact rationals, independently of fpscope's engines: two fused steps of 16
 products (k = 0, 1 mod 4 from zero, then k = 2, 3 mod 4 on the first step's result), each cut at
 2^(e_max - 25) toward zero and rounded (fp32 output: toward zero; fp16 output: nearest-even),
-then c added with one nearest-even rounding. The fp16-output presets are that model; the fp32
-ones round the steps to nearest-even instead (the documented limitation), which changes an
-output only where a step's cut sum is not an fp32 value.
+then c added with one nearest-even rounding. The presets are that model: the fp32-output ones
+with steps rounded toward zero and c's addition to nearest-even (Profile.c_rounding).
 """
 
 import importlib.util
@@ -129,7 +128,8 @@ def test_presets_are_declared_experimental_with_the_source_structure(name):
         "blackwell", FP8[name.split("-")[1]], None, out)
     assert (p.block_size, p.k, p.frac_bits, p.alignment) == (16, 32, 25, "truncate")
     assert list(p.k_order) == ORDER and p.c_entry == "last" and p.output_rounding is None
-    assert p.step_rounding == (out, "RNE")
+    assert p.step_rounding == (out, "RZ" if out == "fp32" else "RNE")
+    assert p.c_rounding == ("RNE" if out == "fp32" else None)
     assert not (p.flush_inputs or p.flush_outputs) and p.neg_zero_to_pos
     assert p.nan_bits == (0x7FFFFFFF if out == "fp32" else 0x7FFF)
     assert p.e_zero_inert or out == "fp16"  # fp16: see test_e_zero_decides_nothing
@@ -210,26 +210,29 @@ def test_fp16out_presets_are_the_validated_hopper_mma_sync_arithmetic(short):
 
 
 @pytest.mark.parametrize("short", ["e4m3", "e5m2"])
-def test_fp32_presets_differ_from_the_source_only_where_a_step_sum_is_rounded(short):
-    """The documented limitation: steps RNE here, RZ in the source. Equal wherever both step
-    sums are fp32 values (nearly always on normally distributed data); elsewhere they may
-    differ, and do on some inputs with a wide exponent spread."""
+def test_fp32_presets_are_the_source_model(short):
+    """Steps rounded toward zero, c's addition to nearest-even (c_rounding): the source model
+    bit for bit, also where a step's sum must be rounded (wide exponent spreads), in both
+    engines."""
+    from fpscope.emulate.vectorized import fdpa_batch
+
     p, fmt = PRESETS[f"blackwell-{short}"], FP8[short]
     rng = np.random.default_rng(len(short))
-    differ, inexact = 0, {"normal": 0, "unit": 0, "wide": 0}
-    for kind, n in (("normal", 150), ("unit", 150), ("wide", 150)):
-        for _ in range(n):
+    inexact = 0
+    rows = []
+    for kind in ("normal", "unit", "wide"):
+        for _ in range(150):
             a, b = _fp8(rng, fmt, (2, 32), kind)
             c = float(np.float32(rng.standard_normal() * 2.0 ** int(rng.integers(-20, 20))))
-            got, want = fdpa(a.tolist(), b.tolist(), c, p), source_model(a, b, c, fmt, "fp32")
-            if _step_sums_exact(a, b, fmt):
-                assert _bits(got, "fp32") == _bits(want, "fp32"), (kind, a, b, c)
-            else:
-                inexact[kind] += 1
-                differ += _bits(got, "fp32") != _bits(want, "fp32")
-    assert inexact["normal"] <= 3 and inexact["wide"] > 30 and differ > 10
-    if short == "e4m3":  # products are multiples of 2^-18: unit-range step sums are exact
-        assert inexact["unit"] == 0
+            want = source_model(a, b, c, fmt, "fp32")
+            assert _bits(fdpa(a.tolist(), b.tolist(), c, p), "fp32") == _bits(want, "fp32"), \
+                (kind, a, b, c)
+            inexact += not _step_sums_exact(a, b, fmt)
+            rows.append((a, b, c, want))
+    assert inexact > 30  # the cases a step rounding decides are covered
+    d = fdpa_batch(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
+                   np.array([r[2] for r in rows]), p)
+    assert [_bits(x, "fp32") for x in d] == [_bits(r[3], "fp32") for r in rows]
 
 
 # -- facts on hand-made inputs -------------------------------------------------------------------
@@ -245,7 +248,7 @@ def test_c_is_added_last_with_one_nearest_even_rounding(short):
     a[0], b[0], a[2], b[2] = 2.0**-8, 2.0**-8, 2.0**-9, 2.0**-9  # k = 0: step 1, k = 2: step 2
     want = 256.0 + 2.0**-15
     assert fdpa(a, b, 256.0, p) == want == source_model(a, b, 256.0, FP8[short], "fp32")
-    assert fdpa(a, b, 256.0, p.replace(c_entry="first")) == 256.0
+    assert fdpa(a, b, 256.0, p.replace(c_entry="first", c_rounding=None)) == 256.0
     assert fdpa(a, b, 256.0, PRESETS[f"rtx-blackwell-{short}"]) == 256.0
     assert fdpa(a, b, 256.0, PRESETS[f"blackwell-tcgen05-{short}"]) == 256.0
 
@@ -263,18 +266,25 @@ def test_fp16out_steps_are_interleaved(short):
 
 
 @pytest.mark.parametrize("short", ["e4m3", "e5m2"])
-def test_fp32_step_rounding_is_the_documented_deviation(short):
-    """64 + 3 * 2^-18 in step 1 (an fp32 ulp at 64 is 2^-17): the source rounds the step toward
-    zero, 64 + 2^-17; the preset to nearest-even, 64 + 2^-16 (the Profile rounds c's addition
-    with the step rounding, and the source rounds c's addition to nearest)."""
+def test_fp32_steps_round_toward_zero_and_c_to_nearest(short):
+    """64 + 3 * 2^-18 in step 1 (an fp32 ulp at 64 is 2^-17): the step rounds toward zero,
+    64 + 2^-17 (nearest-even would give 64 + 2^-16); c's addition rounds to nearest (see
+    test_c_is_added_last_with_one_nearest_even_rounding): c_rounding, not the step's mode."""
     p = PRESETS[f"blackwell-{short}"]
     a, b = [0.0] * 32, [0.0] * 32
     for j, (x, y) in zip((0, 1, 4, 5), ((8.0, 8.0), (2.0**-9, 2.0**-9), (2.0**-9, 2.0**-9),
                                         (2.0**-9, 2.0**-9))):
         a[j], b[j] = x, y
-    assert source_model(a, b, 0.0, FP8[short], "fp32") == 64.0 + 2.0**-17
-    assert fdpa(a, b, 0.0, p) == 64.0 + 2.0**-16
-    assert fdpa(a, b, 0.0, p.replace(step_rounding=("fp32", "RZ"))) == 64.0 + 2.0**-17
+    assert source_model(a, b, 0.0, FP8[short], "fp32") == 64.0 + 2.0**-17 == fdpa(a, b, 0.0, p)
+    assert fdpa(a, b, 0.0, p.replace(step_rounding=("fp32", "RNE"))) == 64.0 + 2.0**-16
+    a2, b2 = [0.0] * 32, [0.0] * 32
+    a2[0], b2[0], a2[2], b2[2] = 2.0**-8, 2.0**-8, 2.0**-9, 2.0**-9
+    assert fdpa(a2, b2, 256.0, p) == 256.0 + 2.0**-15
+    assert fdpa(a2, b2, 256.0, p.replace(c_rounding=None)) == 256.0  # RZ for c too
+    with pytest.raises(ValueError, match="c_rounding applies to c_entry 'last'"):
+        p.replace(c_entry="first")
+    with pytest.raises(ValueError, match="unknown rounding mode"):
+        p.replace(c_rounding="nearest")
 
 
 @pytest.mark.parametrize("name", NAMES)

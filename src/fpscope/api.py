@@ -178,7 +178,7 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
            axis: int | None = None, index: int | None = None, output=None,
            device: str | None = None, env: dict | None = None, batched: bool | None = None,
            algorithm: str = "fprev", seed: int = 0, samples: int = 32, accuracy: bool = False,
-           check: bool = True, progress=None) -> Revelation:
+           check: bool = True, environment: bool = True, progress=None) -> Revelation:
     """Reveal the summation tree and node arithmetic of ``target`` (``fpscope reveal``).
 
     Args:
@@ -196,6 +196,9 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
         accuracy: also measure the error against the exact sum (the record's "accuracy").
         check: raise when the replay does not match bit for bit; with False the result is
             returned with :attr:`Revelation.failure` set.
+        environment: capture the machine and library environment into the record
+            (:func:`fpscope.environment.capture_environment`, about 0.1-0.3 s); False leaves
+            ``record["environment"]`` as ``{"captured": False}`` (the CLI's text output).
         progress: optional ``callback(probes_done, n)``.
 
     Returns:
@@ -231,7 +234,8 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
             if exc.result is None or check:
                 raise
             res, failure = exc.result, exc
-        record = reveal_record(t, res, seed, capture_environment())
+        record = reveal_record(t, res, seed,
+                               capture_environment() if environment else {"captured": False})
         if accuracy:
             from .accuracy import record_accuracy
 

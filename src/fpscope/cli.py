@@ -626,9 +626,10 @@ def cmd_reveal(args) -> int:
     try:
         cb, finish = _progress(args.quiet, target.n)
         try:
+            keep = bool(args.record or args.format == "json")  # a record leaves the process
             found = api.reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
-                               samples=args.samples, check=False,
-                               accuracy=bool(args.record or args.format == "json"))
+                               samples=args.samples, check=False, accuracy=keep,
+                               environment=keep)
         finally:
             finish()
     finally:

@@ -146,6 +146,10 @@ class Profile:
         c_entry: "first": c is the accumulator of the first block; "last": the blocks start from
             +0 and c is added after the last block, ``d = rho(d + c)`` with step_rounding (H100
             fp8 ``mma.sync ... .f16`` outputs: emulated as two fp16 HMMA k16 steps then an add).
+        c_rounding: with c_entry "last", the rounding mode of c's addition when it differs from
+            step_rounding's (the format stays step_rounding's): B200 ``mma.sync`` fp8 with fp32
+            output rounds its steps toward zero and c's addition to nearest (Khattak-Mikaitis
+            B200 model). None: step_rounding's mode. The numba kernel refuses it.
         split_k: library level (a whole GEMM, :mod:`fpscope.emulate.library`): K is cut into
             this many equal contiguous slices, each a chain of instructions from +0; their
             results, rounded to nearest-even to ``split_k_format`` (None: kept in the output
@@ -282,6 +286,7 @@ class Profile:
     scale_format: str | None = None
     scale_block_size: int | None = None
     group_size: int | None = None
+    c_rounding: str | None = None
 
     def __post_init__(self):
         if isinstance(self.step_rounding, list):
@@ -345,6 +350,11 @@ class Profile:
             raise ValueError(f"k_order must be a permutation of range({self.k})")
         if self.c_entry not in C_ENTRIES:
             raise ValueError(f"unknown c_entry {self.c_entry!r}; known: {C_ENTRIES}")
+        if self.c_rounding is not None:
+            _check_rounding("c_rounding", (self.step_rounding[0], self.c_rounding))
+            if self.c_entry != "last":
+                raise ValueError("c_rounding applies to c_entry 'last' (c added after the "
+                                 "blocks)")
         if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or self.split_k < 1:
             raise ValueError(f"split_k must be a positive integer, not {self.split_k!r}")
         if self.split_k_format is not None:
@@ -912,15 +922,9 @@ PRESETS.update((p.name, p) for p in _SCALED_PRESETS)
 #   sticky bit), for both outputs ("fixed to RN" for H100 / H200 / B200 in GEMM.m).
 # fp16 output: expressed exactly (c_entry "last", step RNE to fp16): the arithmetic of the
 # validated hopper-e*-fp16out presets, which the same source revision gives H100 as well.
-# fp32 output: NOT expressible. A profile rounds c's addition (c_entry "last") with
-# step_rounding; the source rounds the steps RZ and c's addition RNE. These presets round both
-# RNE: equal to the source whenever each step's window-cut sum is an fp32 value (e4m3 operands
-# up to 4 in magnitude, as in the published H100 / Ada sets: products are multiples of 2^-18
-# below 2^4; normally distributed data: 0 of 2000 instructions per format differ), different
-# where a step's sum must be rounded (products spread over more than 2^24: about half of the
-# instructions on uniformly random finite fp8 bit patterns, where the source rounds toward
-# zero). Rounding all
-# three RZ would differ from the source wherever c's addition is inexact (about 35% of
+# fp32 output: the steps round toward zero to fp32 and c's addition to nearest-even
+# (c_rounding "RNE"; the numba kernel does not run c_rounding, the numpy engine does). Rounding
+# all three RZ would differ from the source wherever c's addition is inexact (about 35% of
 # recording-like instructions) and contradicts the B200 recordings (below).
 # The B200 recordings (model_validation/B200/E4M3, c and d public, a and b not): every e4m3 value
 # is a multiple of 2^-9, so the product sum S (a multiple of 2^-18) is recovered from d - c where
@@ -940,8 +944,8 @@ PRESETS.update((p.name, p) for p in _SCALED_PRESETS)
 # (the source models same-type operands only).
 _B200_FP8_PRESETS = [
     p for short, fmt in _NV_FP8 for p in (
-        _p(f"blackwell-{short}", "blackwell", fmt, 16, 32, 25, -133, step=("fp32", "RNE"),
-           k_order=_H100_FP8_F16_ORDER, c_entry="last"),
+        _p(f"blackwell-{short}", "blackwell", fmt, 16, 32, 25, -133, step=("fp32", "RZ"),
+           k_order=_H100_FP8_F16_ORDER, c_entry="last", c_rounding="RNE"),
         _p(f"blackwell-{short}-fp16out", "blackwell", fmt, 16, 32, 25, -21, out="fp16",
            step=_FP16, k_order=_H100_FP8_F16_ORDER, c_entry="last"))
 ]

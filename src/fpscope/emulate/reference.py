@@ -382,15 +382,18 @@ def _to_float_odd(total: int, lsb: int) -> float:
 
 
 def _add(x: float, c: float, profile: Profile) -> float:
-    """``rho(x + c)`` with step_rounding, exact (x: a step result, c: an out_format value)."""
+    """``rho(x + c)`` with step_rounding (its mode replaced by ``profile.c_rounding`` where set),
+    exact (x: a step result, c: an out_format value)."""
+    rounding = (profile.step_rounding if profile.c_rounding is None
+                else (profile.step_rounding[0], profile.c_rounding))
     special = _special([], c) if not (math.isnan(x) or math.isinf(x)) else (
         math.nan if math.isnan(c) or (math.isinf(c) and c != x) else x)
     if special is not None:
         return special
     if x == 0 and c == 0:
         neg = math.copysign(1.0, x) < 0 and math.copysign(1.0, c) < 0
-        return _rho(-0.0 if neg else 0.0, profile.step_rounding, profile)
-    fx = resolve_format(profile.step_rounding[0])
+        return _rho(-0.0 if neg else 0.0, rounding, profile)
+    fx = resolve_format(rounding[0])
     fc = resolve_format(profile.out_format)
     sx, nx, ex = _decode(x, fx, False)
     sc, nc, ec = _decode(c, fc, False)
@@ -408,8 +411,8 @@ def _add(x: float, c: float, profile: Profile) -> float:
             q, r = divmod(n, 1 << (lsb - w))
             total += s * (2 * q + (1 if r else 0))
     if total == 0:
-        return _rho(0.0, profile.step_rounding, profile)
-    return _rho(math.ldexp(total, lsb - 1), profile.step_rounding, profile)
+        return _rho(0.0, rounding, profile)
+    return _rho(math.ldexp(total, lsb - 1), rounding, profile)
 
 
 def _operand(x, profile: Profile, fmt: str) -> float:

@@ -533,7 +533,8 @@ def _chain(A: _Dec, B: _Dec, c: np.ndarray, profile: Profile, finite: bool,
         else:
             d = _block(A[sl], B[sl], d, c_fmt, profile, pbits, fin, s == 0)
     if c_last:  # c added to the blocks' result, one rounding (reference._add)
-        d = _rho(sum_round_to_odd(d, c), profile.step_rounding, profile)
+        mode = profile.c_rounding or profile.step_rounding[1]
+        d = _rho(sum_round_to_odd(d, c), (profile.step_rounding[0], mode), profile)
     if profile.output_rounding is not None:
         d = _rho(d, profile.output_rounding, profile)
     return d
