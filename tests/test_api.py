@@ -188,6 +188,7 @@ def test_diff_takes_every_kind_of_operand(tmp_path):
     d = fpscope.diff(a, b)
     assert not d.same and d.verdict
     assert fpscope.diff(a.tree, a.tree).same
+    assert fpscope.diff(a.tree, a).verdict == "same tree; node arithmetic not compared"
     p = tmp_path / "a.json"
     a.save(p)
     assert fpscope.diff(str(p), a).same

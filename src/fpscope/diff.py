@@ -1,6 +1,7 @@
 """``fpscope diff A B``: compare two summation trees (reveal records) or two profiles.
 
-Verdicts: "identical"; for trees "same tree, different node arithmetic" or "different tree"; for
+Verdicts: "identical"; for trees "same tree, different node arithmetic", "different tree", or
+"same tree; node arithmetic not compared" (a bare tree file has no arithmetic); for
 profiles "same arithmetic" (names may differ) or "different arithmetic". A difference comes with
 
 * the smallest differing subtree: the smallest node of one tree whose set of leaves is no node of
@@ -372,8 +373,10 @@ def _diff_main(a: Side, b: Side, seed: int) -> DiffResult:
         return DiffResult("tree", "different tree", False, notes=[note])
     if a.tree == b.tree:
         if a.arith is None or b.arith is None:
-            return DiffResult("tree", "identical", True,
-                              notes=["node arithmetic not compared (a bare tree has none)"])
+            # not "identical": the bits of the two may still differ in their node arithmetic
+            return DiffResult("tree", "same tree; node arithmetic not compared", True,
+                              notes=["a bare tree has no node arithmetic: compare two records "
+                                     "to compare the bits"])
         param = a.arith.first_difference(b.arith)
         if param is None:
             return DiffResult("tree", "identical", True)
