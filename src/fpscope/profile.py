@@ -924,8 +924,8 @@ PRESETS.update((p.name, p) for p in _SCALED_PRESETS)
 # validated hopper-e*-fp16out presets, which the same source revision gives H100 as well.
 # fp32 output: the steps round toward zero to fp32 and c's addition to nearest-even
 # (c_rounding "RNE"; the numba kernel does not run c_rounding, the numpy engine does). Rounding
-# all three RZ would differ from the source wherever c's addition is inexact (about 35% of
-# recording-like instructions) and contradicts the B200 recordings (below).
+# all three RZ would differ from the source wherever c's addition is inexact and contradicts
+# the B200 recordings (below).
 # The B200 recordings (model_validation/B200/E4M3, c and d public, a and b not): every e4m3 value
 # is a multiple of 2^-9, so the product sum S (a multiple of 2^-18) is recovered from d - c where
 # |d| < 16; of the first 64 fp32-output samples, all 63 such are RNE(S + c), 23 of them lie
