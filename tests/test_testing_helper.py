@@ -133,8 +133,13 @@ def test_relative_baseline_is_found_next_to_the_test_file(record, sequential, tm
     """A relative path names a file beside the calling test file, from any current folder."""
     rel = Path(os.path.relpath(record, Path(__file__).resolve().parent))
     assert not rel.is_absolute()
-    monkeypatch.chdir(tmp_path)  # the path does not resolve from here
-    assert not (tmp_path / rel).exists()
+    # a folder deep enough that the path's ".." steps stay inside tmp_path, where it names
+    # nothing (from a shallow folder they may climb to / and find the file again)
+    ups = sum(part == ".." for part in rel.parts)
+    here = tmp_path.joinpath(*["d"] * ups)
+    here.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(here)  # the path does not resolve from here
+    assert not (here / rel).exists()
     assert assert_same_order(KERNEL, rel) == SumTree.sequential(N)
     assert pin_order(KERNEL, str(rel), n=N) == SumTree.sequential(N)
 

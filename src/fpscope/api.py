@@ -34,11 +34,16 @@ MATRIX_TARGETS = frozenset({
 
 
 def default_n(target) -> int:
-    """n when neither n nor shape is given: 256 for matrix ops (an n x n x n product), else 1024."""
+    """n when neither n nor shape is given: 256 for matrix ops (an n x n x n product), 4096
+    elements per rank for collectives, else 1024."""
     name = target.strip() if isinstance(target, str) else ""
     for short, full in (("np.", "numpy."), ("jnp.", "jax.numpy.")):
         if name.startswith(short):
             name = full + name[len(short):]
+    if name.startswith(("torch.distributed.", "dist.", "mpi4py.", "MPI.")):
+        from .collectives.target import DEFAULT_ELEMENTS
+
+        return DEFAULT_ELEMENTS
     return 256 if name.split("[")[0] in MATRIX_TARGETS else 1024
 
 
@@ -177,6 +182,7 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
            layout: str = "C", offset: int = 0, threads: int | None = None,
            axis: int | None = None, index: int | None = None, output=None,
            device: str | None = None, env: dict | None = None, batched: bool | None = None,
+           world_size: int | None = None, backend: str | None = None,
            algorithm: str = "fprev", seed: int = 0, samples: int = 32, accuracy: bool = False,
            check: bool = True, environment: bool = True, progress=None) -> Revelation:
     """Reveal the summation tree and node arithmetic of ``target`` (``fpscope reveal``).
@@ -187,9 +193,13 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
             values and returning their reduction (or, with ``batched=True``, a (B, n) array
             returning B reductions), or a built :class:`~fpscope.targets.base.Target` (used as
             it is and not closed).
-        n, shape, dtype, layout, offset, threads, axis, index, output, device, env, batched:
+        n, shape, dtype, layout, offset, threads, axis, index, output, device, env, batched,
+        world_size, backend:
             the probe conditions, as :func:`fpscope.targets.make_target` takes them. Without n
-            and shape: n = 256 for matrix ops, 1024 otherwise (a Python callable needs n).
+            and shape: n = 256 for matrix ops, 4096 elements for collectives, 1024 otherwise
+            (a Python callable needs n). Collectives (``"torch.distributed.all_reduce"``,
+            ``"mpi4py.MPI.Comm.Allreduce"``, ...): n elements per rank, ``world_size`` ranks
+            (the leaves), ``output`` one element, ``env`` for the rank processes.
         algorithm: "fprev" or "basic".
         seed: seed of the pivot and sampling choices.
         samples: random inputs per distribution for the replay check (0 skips it).
@@ -222,7 +232,9 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
             n = default_n(target)
         t = make_target(target, n=n, shape=shape, dtype=dtype, layout=layout, offset=offset,
                         threads=threads, axis=axis, index=index, output=output, device=device,
-                        env=env, batched=batched)
+                        env=env, batched=batched,
+                        **({"world_size": world_size} if world_size is not None else {}),
+                        **({"backend": backend} if backend is not None else {}))
     else:
         t = target
     failure = None
@@ -314,6 +326,10 @@ def verify(record, *, target=None, samples: int = 200, seed: int = 0, env=None) 
         else:
             rep = _verify(t, tree, t.in_format, samples=samples, seed=seed,
                           first_output_only=not shared, arithmetic=arith)
+        own_checks = t.checks() if hasattr(t, "checks") else {}
+        if str(own_checks.get("rank_identity", "")).startswith("no:"):
+            rep["bit_exact"] = False  # every rank's bits are compared, not rank 0's alone
+        rep.update(own_checks)
         rep["target"] = t.name
         rep["n"] = tree.n
         rep["arithmetic"] = None if arith is None else arith.describe()

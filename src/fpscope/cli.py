@@ -25,6 +25,10 @@ EPILOG_REVEAL = """examples:
   fpscope reveal numpy.sum --n 430 --dtype fp64 --sweep offset=0:64:8
   fpscope reveal torch.matmul --shape 1x1000x1000 --sweep rows=1,2,4,8,16,32,64
   fpscope reveal "emulate.matmul[hopper-fp16]" --shape 2x64x2     a tensor-core GEMM, emulated
+  fpscope reveal torch.distributed.all_reduce --world-size 4 --n 4096    gloo, 4 ranks
+  fpscope reveal mpi4py.MPI.Comm.Allreduce --world-size 4 \
+      --env OMPI_MCA_coll_tuned_use_dynamic_rules=1 --env OMPI_MCA_coll_tuned_allreduce_algorithm=4
+  fpscope reveal torch.distributed.all_reduce --world-size 4 --sweep n=256,4096,65536
 """
 
 EPILOG_VERIFY = """examples:
@@ -115,6 +119,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--batched", action="store_true",
                    help="the user function takes a (B, n) array of probe rows and returns B "
                    "outputs (as fpscope.batched declares it); built-in targets refuse it")
+    r.add_argument("--world-size", type=int, metavar="P",
+                   help="collectives: number of ranks, the leaves (default 4); --n is then the "
+                   "number of elements per rank (default 4096), each an output")
+    r.add_argument("--backend", choices=["gloo", "nccl"],
+                   help="torch.distributed collectives: gloo (default, CPU) or nccl (one GPU "
+                   "per rank; untested by fpscope's own tests)")
+    r.add_argument("--runs", type=int, metavar="N",
+                   help="collectives: reveal N times, each with newly started ranks, and count "
+                   "the distinct outcomes (for libraries that choose their algorithm per "
+                   "communicator); also reports runs whose order changed between calls")
     r.add_argument("--algorithm", default="fprev", choices=["fprev", "basic"],
                    help="fprev (default) or basic (all pairs, for cross-checks)")
     r.add_argument("--format", default="text", choices=["text", "json", "dot", "svg", "png"],
@@ -129,14 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--sweep", metavar="NAME=VALUES",
                    help="reveal once per value and report where the tree or the node arithmetic "
                    "changes; NAME is offset, rows (M of a matmul shape), n, threads, layout, index, "
-                   "dtype or env:VARIABLE (VALUES are then strings: env:OPENBLAS_CORETYPE="
+                   "dtype, world_size (collectives) or env:VARIABLE (VALUES are then strings: env:OPENBLAS_CORETYPE="
                    "Haswell,Sandybridge); VALUES is a comma list or start:stop:step")
     r.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
                    help="run the op in a child process with this environment variable "
                    "(repeatable; e.g. OPENBLAS_CORETYPE=Sandybridge); the record keeps it")
     r.add_argument("--position", metavar="I,J", help="reveal one output position: I,J of a "
                    "matrix op (its own tree, one call per probe), or one flat index E of "
-                   "numpy.add.reduce / numpy.cumsum (-o/--output is the output file)")
+                   "numpy.add.reduce / numpy.cumsum or one element E of a collective "
+                   "(-o/--output is the output file)")
 
     v = sub.add_parser(
         "verify",
@@ -305,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "u*sum|terms| (default 4; --ulps is the old spelling)")
     gt.add_argument("--env", action="append", default=None, metavar="NAME=VALUE",
                     help="run the live op in a child process with this environment variable "
-                    "(repeatable); replaces the baseline record's own env")
+                    "(repeatable); replaces the baseline record's own env (collectives: the "
+                    "ranks start with the baseline's algorithm variables, changed by these)")
     gt.add_argument("--samples", type=int, default=64,
                     help="random inputs per distribution for the live replay check and the "
                     "accuracy measurement (default 64)")
@@ -359,7 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         "matrix", help="reveal a suite of ops x dtypes x sizes x layouts x threads; HTML report",
         description="Reveal the summation tree of every cell of a suite (sum, dot and matmul "
         "x dtypes x sizes x layouts x thread counts) on numpy (numpy.dot/matmul: its BLAS), and "
-        "on torch and jax (CPU) when they import; write one reveal record per cell into "
+        "on torch and jax (CPU) when they import, and collectives (all_reduce across ranks with "
+        "torch.distributed + gloo, and MPI Allreduce when mpi4py and mpiexec are found; world "
+        "size is a condition); write one reveal record per cell into "
         "DIR/cells/, a manifest DIR/matrix.json and a static HTML report DIR/index.html (works "
         "offline): which cells share a tree, where the libraries agree, and how the tree changes "
         "between neighbouring cells (rows of a matmul, threads, layout, dtype, library, n). "
@@ -375,8 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output folder (created; must be empty unless --force)")
     mx.add_argument("--force", action="store_true",
                     help="write into an existing, non-empty DIR, replacing an earlier run's files")
-    mx.add_argument("--libraries", help="comma list of numpy, torch, jax (default: all that "
-                    "import; the others are skipped with a note)")
+    mx.add_argument("--libraries", help="comma list of numpy, torch, jax and the collective "
+                    "backends gloo, mpi (default: all that work here; the others are skipped "
+                    "with a note)")
     mx.add_argument("--samples", type=int, default=32,
                     help="random inputs per distribution of each replay check (default 32)")
     mx.add_argument("--seed", type=int, default=0)
@@ -400,11 +419,23 @@ def _make_target(args):
         from .api import default_n
 
         n = default_n(args.target)
+    extra = {k: getattr(args, k) for k in ("world_size", "backend")
+             if getattr(args, k, None) is not None}
+    if extra.get("world_size", 2) < 2:
+        raise UsageError(f"--world-size must be 2 or more, got {extra['world_size']}")
+    if _is_collective(args.target) and not getattr(args, "quiet", True) and sys.stderr.isatty():
+        print(f"starting {extra.get('world_size', 4)} ranks of {args.target} ...",
+              file=sys.stderr)
     return make_target(args.target, n=n, shape=shape, dtype=args.dtype, layout=args.layout,
                        offset=args.offset, threads=args.threads, axis=args.axis, index=args.index,
                        env=_parse_env(getattr(args, "env", None)),
                        batched=True if getattr(args, "batched", False) else None,
-                       output=_parse_position(getattr(args, "position", None)))
+                       output=_parse_position(getattr(args, "position", None)), **extra)
+
+
+def _is_collective(name: str) -> bool:
+    return isinstance(name, str) and name.startswith(("torch.distributed.", "dist.", "mpi4py.",
+                                                      "MPI."))
 
 
 def _parse_position(text):
@@ -485,7 +516,7 @@ def _progress(quiet: bool, n: int):
     return cb, finish
 
 
-_SWEEPABLE = ("offset", "rows", "n", "threads", "layout", "index", "dtype")
+_SWEEPABLE = ("offset", "rows", "n", "threads", "layout", "index", "dtype", "world_size")
 
 
 def _parse_sweep(text: str):
@@ -569,6 +600,7 @@ def _sweep_text(console, res, name: str, target: str) -> None:
     from rich.table import Table
 
     from .summary import summarize
+    from .sweep import classes_text
 
     table = Table(title=f"{escape(target)}: tree and node arithmetic per {name}")
     table.add_column(name)
@@ -576,7 +608,10 @@ def _sweep_text(console, res, name: str, target: str) -> None:
     table.add_column("arithmetic")
     table.add_column("note")
     for row in res.rows:
-        table.add_row(str(row["value"]), row["tree_id"] or "-", row.get("arithmetic_id") or "-",
+        tree = row["tree_id"] or "-"
+        if row.get("classes"):  # outputs use several trees: all of them, in position order
+            tree = classes_text(row)
+        table.add_row(str(row["value"]), tree, row.get("arithmetic_id") or "-",
                       escape(row["error"] or ""))
     console.print(table)
     for tid, tree in res.trees.items():
@@ -610,7 +645,12 @@ def cmd_reveal(args) -> int:
     if args.samples < 0:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
     if args.sweep:
+        if args.runs:
+            raise UsageError("--runs and --sweep do not combine; sweep first, then repeat a "
+                             "value with --runs")
         return cmd_sweep(args)
+    if args.runs is not None:
+        return cmd_runs(args)
 
     from . import api
     from .record import dumps, write_record
@@ -657,6 +697,61 @@ def cmd_reveal(args) -> int:
     return 0
 
 
+def cmd_runs(args) -> int:
+    """``fpscope reveal COLLECTIVE --runs N``: the distribution of outcomes over N reveals."""
+    from .collectives.runs import reveal_runs
+    from .record import dumps, new_record, write_record
+
+    if args.runs < 1:
+        raise UsageError(f"--runs must be 1 or more, got {args.runs}")
+    if not _is_collective(args.target):
+        raise UsageError("--runs applies to collectives (torch.distributed.*, mpi4py.MPI.Comm.*): "
+                         "other targets run in this process, where a repeat finds the same order")
+    if args.format not in ("text", "json"):
+        raise UsageError(f"--runs writes a table or JSON, not --format {args.format}")
+    _check_new_files(args.force, args.record, args.output)
+    first = _make_target(args)  # bad options fail here, before N runs
+    spec = first.spec()
+    pending = [first]
+
+    def build():
+        return pending.pop() if pending else _make_target(args)
+
+    def progress(i):
+        if not args.quiet and sys.stderr.isatty():
+            print(f"run {i + 1} of {args.runs} ...", file=sys.stderr)
+
+    try:
+        res = reveal_runs(build, args.runs, seed=args.seed, replay_samples=args.samples,
+                          progress=progress)
+    finally:
+        for t in pending:
+            t.close()
+    rec = new_record("runs", target=spec, runs=res)
+    if args.record:
+        write_record(rec, args.record, overwrite=args.force)
+    if args.format == "json":
+        _emit(dumps(rec), args)
+    else:
+        lines = [f"{args.target}: {res['runs']} runs with newly started ranks"]
+        for k, o in enumerate(res["outcomes"]):
+            trees = (f"{len(o['classes'])} trees by element" if o["classes"] else "one tree")
+            lines.append(f"  outcome {k + 1}: {o['count']} of {res['runs']} runs ({trees}); "
+                         f"element 0: {o['summary']}")
+        for f in res["failed"]:
+            lines.append(f"  not revealed: {f['count']} of {res['runs']} runs: {f['error']}")
+        lines.append("the same outcome every run" if res["deterministic"] else
+                     "the outcome varies between runs" if len(res["outcomes"]) > 1 else
+                     "some runs could not be revealed")
+        text = "\n".join(lines) + "\n"
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+    return 0 if res["deterministic"] else 1
+
+
 def _emit(text: str, args) -> None:
     if args.output:
         from pathlib import Path
@@ -700,7 +795,8 @@ def cmd_verify(args) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")
     else:
-        print(f"{rep['target']} n={rep['n']}: {rep['matched']}/{rep['samples']} outputs "
+        leaves = f"ranks={rep['n']}" if rep.get("rank_identity") else f"n={rep['n']}"
+        print(f"{rep['target']} {leaves}: {rep['matched']}/{rep['samples']} outputs "
               f"bit-exact ({rep['accumulator']} accumulator)")
         if rep["arithmetic"] is not None:
             print(f"  arithmetic: {rep['arithmetic']}")
@@ -710,8 +806,10 @@ def cmd_verify(args) -> int:
                       "compared; reveal again to record it")
         for kind, d in rep["by_distribution"].items():
             print(f"  {kind:8s} {d['matched']}/{d['samples']}")
-        if not rep["bit_exact"]:
-            fm = rep["first_mismatch"]
+        if rep.get("rank_identity"):
+            print(f"  ranks: {rep['rank_identity']}")
+        fm = rep.get("first_mismatch")
+        if not rep["bit_exact"] and fm:
             print(f"  first mismatch ({fm['distribution']}): expected {fm['expected']}, got {fm['got']}")
     return 0 if rep["bit_exact"] else 1
 
@@ -1040,14 +1138,15 @@ def cmd_matrix(args) -> int:
     from .matrix import (
         MatrixError,
         agreement_rows,
-        available_libraries,
         check_output,
         columns,
         run_matrix,
         suite_cells,
     )
+    from .matrix_collectives import available
     from .record import dumps
     from .report import write_report
+    from .report_collectives import text_lines
 
     if args.samples < 0:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
@@ -1055,10 +1154,10 @@ def cmd_matrix(args) -> int:
     if args.libraries is not None:
         wanted = [x.strip() for x in args.libraries.split(",") if x.strip()]
         if not wanted:
-            raise UsageError("--libraries: name at least one of numpy, torch, jax")
+            raise UsageError("--libraries: name at least one of numpy, torch, jax, gloo, mpi")
     try:
         check_output(args.output, args.force)  # before the slow imports and reveals
-        libs, notes = available_libraries(wanted)
+        libs, notes = available(wanted)
         cells = suite_cells(args.suite, libs)
         cb, finish = _matrix_progress(args.quiet)
         try:
@@ -1090,7 +1189,10 @@ def cmd_matrix(args) -> int:
                    else "." for k in cols]
             table.add_row(row["op"], row["dtype"], row["size"], row["layout"], *ids,
                           row["verdict"])
-        console.print(table)
+        if table.rows:  # not when the suite ran collectives alone
+            console.print(table)
+        for line in text_lines(res):
+            console.print(f"collective {escape(line)}", highlight=False, soft_wrap=True)
         for note in res.notes:
             console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
         for c in res.failed:

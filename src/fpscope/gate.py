@@ -17,6 +17,13 @@ baseline record's replay on the same inputs (:func:`fpscope.verify.compare_live`
   units, a narrowed accumulator by orders of magnitude (fpscope NUMERICS.md section 4);
 * ``record``: always pass; the live record is written (by default next to the baseline, named
   ``<stem>.new.json``).
+
+Collectives (records whose target has ``"communication"``): the live ranks start with the
+baseline's algorithm variables (``communication.algorithm_env``, e.g. the ``OMPI_MCA_coll_tuned_*``
+choice it was revealed under), then ``env`` on top, so ``--env
+OMPI_MCA_coll_tuned_allreduce_algorithm=4`` changes that one variable; a change of these
+variables is named in the verdict. ``bitwise`` also fails when the live ranks did not all
+receive identical bits (the rank-identity check).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ POLICIES = ("bitwise", "tolerant", "record")
 
 #: the probe conditions of a record's "target" spec that make_target takes
 _CONDITION_KEYS = ("n", "shape", "dtype", "layout", "offset", "threads", "axis", "index", "env",
-                   "output", "batched")
+                   "output", "batched", "world_size", "backend")
 
 
 class GateError(ValueError):
@@ -207,6 +214,24 @@ def _acc_text(acc: dict | None) -> str:
     return text
 
 
+def _algorithm_env(spec) -> dict | None:
+    """The algorithm variables a collective's ranks ran with (a target spec's
+    ``communication.algorithm_env``), or None for a target that is not a collective."""
+    comm = spec.get("communication") if isinstance(spec, dict) else None
+    if not isinstance(comm, dict):
+        return None
+    return {str(k): str(v) for k, v in (comm.get("algorithm_env") or {}).items()}
+
+
+def _env_change(base: dict | None, live: dict | None) -> str:
+    """"NAME=3 -> 4, OTHER unset -> 1" for the variables that differ, "" when none do."""
+    if base is None or live is None:
+        return ""
+    parts = [f"{k}={base.get(k, 'unset')} -> {live.get(k, 'unset')}"
+             for k in sorted(set(base) | set(live)) if base.get(k) != live.get(k)]
+    return ", ".join(parts)
+
+
 def _g(v) -> str:
     return "-" if v is None else f"{v:.4g}"
 
@@ -251,6 +276,8 @@ def gate(
         force: replace an existing record file.
         env: environment variables for the live op, run in a child process
             (:class:`fpscope.targets.isolated.ChildTarget`); replaces the record's own "env".
+            Collectives: the rank processes' variables, added to the baseline's algorithm
+            variables and "env" (see the module docstring).
 
     Returns:
         :class:`GateResult`.
@@ -297,8 +324,12 @@ def gate(
     seed = seed if isinstance(seed, int) else 0
     checks = (rec.get("probe") or {}).get("checks") or {}
     shared = not str(checks.get("shared_k_order_outputs", "")).startswith("no:")
+    base_algo = _algorithm_env(rec.get("target"))
+    if base_algo is not None:  # a collective: the baseline's algorithm variables, then env
+        env = {**base_algo, **(rec["target"].get("env") or {}), **(env or {})} or None
     overrides = {"env": env} if env is not None else {}
     live_target = target_from_record(rec, str(baseline), name=target, **overrides)
+    own_checks: dict = {}
     try:
         if live_target.n != base.tree.n:
             raise GateError(f"{baseline}: the tree has {base.tree.n} leaves but the target has "
@@ -315,9 +346,17 @@ def gate(
         else:
             bits = compare_live(live_target, base.tree, base.arith, samples=samples,
                                 seed=seed + 1, first_output_only=not shared)
+        if hasattr(live_target, "checks"):  # collectives: did every rank receive the same bits
+            own_checks = live_target.checks()
+        live_algo = _algorithm_env(live_target.spec())
     finally:
         live_target.close()
     notes = []
+    ident = str(own_checks.get("rank_identity", ""))
+    ranks_differ = ident.startswith("no:")  # the bits compared are rank 0's
+    if ranks_differ:
+        notes.append(f"note: rank identity of the live op: {ident}")
+    algo_change = _env_change(base_algo, live_algo)
     if live_rec is None:
         d = DiffResult("tree", f"the live op could not be revealed ({failure.kind}: "
                        f"{str(failure).splitlines()[0]})", False)
@@ -332,8 +371,11 @@ def gate(
         notes.append(f"note: the live tree does not replay bit for bit: {failure}")
     differ = bits["samples"] - bits["matched"]
     if policy == "bitwise":
-        passed = d.same and bits["bit_exact"]
-        if d.same and not bits["bit_exact"]:
+        passed = d.same and bits["bit_exact"] and not ranks_differ
+        if d.same and bits["bit_exact"] and ranks_differ:
+            reason = (f"{d.verdict}; rank 0's bits are the baseline's, but the live ranks did "
+                      f"not all receive identical bits")
+        elif d.same and not bits["bit_exact"]:
             reason = (f"unmodelled difference: tree and node arithmetic are the same, but the "
                       f"live op differs from the baseline's replay on {differ} of "
                       f"{bits['samples']} generated inputs")
@@ -352,6 +394,8 @@ def gate(
         passed = True
         reason = f"{d.verdict}; " + ("live record written" if live_rec is not None
                                      else "no live record to write")
+    if algo_change:
+        reason += f"; the ranks' algorithm variables differ from the baseline's: {algo_change}"
     written = None
     if out is not None:
         write_record(live_rec, out, overwrite=force)

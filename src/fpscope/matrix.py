@@ -9,7 +9,8 @@ shows at a glance where numpy's own loops, OpenBLAS (``numpy.dot`` / ``numpy.mat
 XLA (jax) sum in the same order and where they do not. Cells that differ in one condition only
 (rows of a matmul, threads, layout, dtype, library) are compared with :mod:`fpscope.diff`;
 cells that differ in n, whose trees cannot be compared leaf by leaf, are compared by the family of
-their trees (:func:`fpscope.summary.describe`).
+their trees (:func:`fpscope.summary.describe`). Collectives (:class:`CollectiveBlock`, backends
+gloo and mpi; :mod:`fpscope.matrix_collectives`) are cells too, reported in their own section.
 
 Layout of ``DIR`` (written by :func:`run_matrix` and :func:`fpscope.report.write_report`)::
 
@@ -31,6 +32,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .matrix_collectives import BACKENDS, CollectiveBlock, is_collective
 
 __all__ = [
     "LIBRARIES", "OPS", "SUITES", "Block", "Cell", "CellResult", "MatrixError", "MatrixResult",
@@ -158,17 +161,20 @@ _MATMUL_FULL = tuple((m, 256, 16) for m in (1, 2, 4, 8, 16, 32, 64)) + \
 
 #: The built-in suites. "quick" (about 40 cells, well under two minutes on two cores): sums of
 #: fp32 and fp16 (bf16: n = 64), dots of fp32 at 1 and 2 threads, n = 64 and 1000, a strided
-#: sum; one matmul K = 256 with M = 1, 2, 16 rows at 1 and 2 threads. "full" (about 500 cells, several minutes): fp64/fp32/fp16/bf16, n from 8 to
-#: 4096, C and strided layouts, 1 and 2 threads, matmuls with M = 1..64 rows, K = 256 and 1000,
-#: C and F layouts. Sizes too large for a dtype's exact unit count are left out
-#: (:func:`fpscope.masks.choose_mask`).
-SUITES: dict[str, tuple[Block, ...]] = {
+#: sum; one matmul K = 256 with M = 1, 2, 16 rows at 1 and 2 threads; one MPI Allreduce of 2
+#: ranks x 1024 fp32 (a gloo world starts twice as slowly). "full" (about 500 cells, several
+#: minutes): fp64/fp32/fp16/bf16, n from 8 to 4096, C and strided layouts, 1 and 2 threads,
+#: matmuls with M = 1..64 rows, K = 256 and 1000, C and F layouts; all_reduce of 4096 fp32 on
+#: gloo (2 and 4 ranks) and MPI (4 ranks). Sizes too large for a dtype's exact unit count are
+#: left out (:func:`fpscope.masks.choose_mask`).
+SUITES: dict[str, tuple[Block | CollectiveBlock, ...]] = {
     "quick": (
         Block("sum", ("fp32", "fp16"), (64, 1000)),
         Block("sum", ("bf16",), (64,)),
         Block("sum", ("fp32",), (1000,), layouts=("strided",)),
         Block("dot", ("fp32",), (64, 1000), threads=(1, 2)),
         Block("matmul", ("fp32",), _MATMUL_QUICK, threads=(1, 2)),
+        CollectiveBlock("all_reduce", ("fp32",), (1024,), backends=("mpi",)),
     ),
     "full": (
         Block("sum", ("fp64", "fp32", "fp16", "bf16"), (8, 64, 100, 1000, 4096),
@@ -176,6 +182,8 @@ SUITES: dict[str, tuple[Block, ...]] = {
         Block("dot", ("fp64", "fp32", "fp16", "bf16"), (8, 64, 100, 1000, 4096),
               layouts=("C", "strided"), threads=(1, 2)),
         Block("matmul", ("fp32", "fp16"), _MATMUL_FULL, layouts=("C", "F"), threads=(1, 2)),
+        CollectiveBlock("all_reduce", ("fp32",), (4096,), world_sizes=(2, 4)),
+        CollectiveBlock("all_reduce", ("fp32",), (4096,), world_sizes=(4,), backends=("mpi",)),
     ),
 }
 
@@ -194,7 +202,9 @@ def _fits(n: int, dtype: str) -> bool:
 
 
 def suite_cells(suite: str | Sequence[Block], libraries: Iterable[str] = LIBRARIES) -> list[Cell]:
-    """The cells of ``suite`` (a name of :data:`SUITES` or a list of blocks) on ``libraries``.
+    """The cells of ``suite`` (a name of :data:`SUITES` or a list of blocks) on ``libraries``
+    (of :data:`LIBRARIES`, and the collective backends "gloo" and "mpi": a
+    :class:`CollectiveBlock` gives cells only for the backends named here).
 
     Cells are ordered by block, then dtype, size, layout, library (numpy, torch, jax) and
     threads, so that neighbouring rows of the report differ in one condition. jax cells take
@@ -212,11 +222,17 @@ def suite_cells(suite: str | Sequence[Block], libraries: Iterable[str] = LIBRARI
         blocks = tuple(suite)
     libs = list(libraries)
     for lib in libs:
-        if lib not in LIBRARIES:
-            raise MatrixError(f"unknown library {lib!r}; use one of {', '.join(LIBRARIES)}")
+        if lib not in LIBRARIES + BACKENDS:
+            raise MatrixError(f"unknown library {lib!r}; use one of "
+                              f"{', '.join(LIBRARIES + BACKENDS)}")
     cells: list[Cell] = []
     seen: set[Cell] = set()
     for b in blocks:
+        if isinstance(b, CollectiveBlock):
+            new = [c for c in b.cells(libs) if c not in seen]
+            seen.update(new)
+            cells.extend(new)
+            continue
         if b.op not in OPS:
             raise MatrixError(f"unknown operation {b.op!r}; use one of {', '.join(OPS)}")
         for dtype, size, layout in itertools.product(b.dtypes, b.sizes, b.layouts):
@@ -614,7 +630,8 @@ def compare_cells(cells: Sequence[CellResult], max_pairs: int = 400) -> list:
     from .diff import diff_trees
     from .summary import describe
 
-    usable = [c for c in cells if c.tree is not None and c.record is not None]
+    usable = [c for c in cells if c.tree is not None and c.record is not None
+              and not is_collective(c.cell)]  # collectives: fpscope.report_collectives
     out: list = []
     families: dict = {}
 
@@ -657,7 +674,7 @@ def compare_cells(cells: Sequence[CellResult], max_pairs: int = 400) -> list:
 def columns(result: MatrixResult) -> list:
     """The (library, threads) pairs present, in library then thread order: the report's
     columns of the agreement table."""
-    seen = {(c.cell.library, c.cell.threads) for c in result.cells}
+    seen = {(c.cell.library, c.cell.threads) for c in result.cells if not is_collective(c.cell)}
     return sorted(seen, key=lambda lt: (LIBRARIES.index(lt[0]), -1 if lt[1] is None else lt[1]))
 
 
@@ -672,7 +689,7 @@ def agreement_rows(result: MatrixResult) -> list:
         "all agree", "one cell only", "no tree", or the groups, e.g. "numpy = torch ≠ jax".
     """
     rows: dict = {}
-    for cr in result.cells:
+    for cr in (x for x in result.cells if not is_collective(x.cell)):
         c = cr.cell
         key = (c.op, c.dtype, c.shape, c.layout)
         row = rows.setdefault(key, {"op": c.op, "dtype": c.dtype, "size": c.size_text,

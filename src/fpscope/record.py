@@ -267,12 +267,13 @@ def reveal_record(target, res, seed: int, environment: dict, **parts) -> dict:
         },
         environment=environment,
         validation={"replay": res.replay} if res.replay else {},
-        **({"classes": classes_json(res.classes)} if getattr(res, "classes", None) else {}),
+        **({"classes": classes_json(res.classes, spec=target.spec())}
+           if getattr(res, "classes", None) else {}),
         **parts,
     )
 
 
-def classes_json(classes: list) -> list:
+def classes_json(classes: list, spec: dict | None = None) -> list:
     """The "classes" entry of a record: per class its flat tree, the output positions that use
     it (compact blocks, :func:`fpscope.reveal.classes.describe_positions`), their count, the
     summary and the node arithmetic."""
@@ -284,7 +285,8 @@ def classes_json(classes: list) -> list:
         a = c["arithmetic"]
         out.append({"tree": c["tree"].to_json(), "outputs": describe_positions(c["mask"]),
                     "count": int(c["mask"].sum()), "grid": list(c["mask"].shape),
-                    "summary": summarize(c["tree"]),
+                    "summary": summarize(c["tree"], spec=spec if spec and spec.get("world_size")
+                                         else None),
                     "arithmetic": None if a is None else {**a.to_json(),
                                                           "described": a.describe()}})
     return out

@@ -11,6 +11,8 @@ inlined in the page, beyond that they are linked ``<img>`` files in ``DIR/trees/
 * cells: every cell with its conditions, tree id ("same tree as #3"), plain-words summary,
   accumulator, time and record file;
 * changes: neighbouring cells (one condition apart) compared with :mod:`fpscope.diff`;
+* collectives: world size, elements, library, element classes and rank identity of each
+  collective cell (:mod:`fpscope.report_collectives`);
 * trees: the picture and summary of each distinct tree, with the cells that share it;
 * environment: machine, libraries, BLAS and settings (:mod:`fpscope.environment`).
 """
@@ -29,7 +31,9 @@ from .matrix import (
     agreement_rows,
     columns,
 )
+from .matrix_collectives import BACKENDS, is_collective
 from .record import write_text_atomic
+from .report_collectives import cell_note, section_collectives
 
 __all__ = ["render_html", "tree_pictures", "write_report"]
 
@@ -325,7 +329,8 @@ def _section_cells(result: MatrixResult) -> str:
             f'<td class="nowrap">{_e(c.size_text)}</td><td>{_e(c.layout)}</td>'
             f'<td class="num">{_e(c.threads_text)}</td>'
             f'<td>{_badge(cr.tree_id)}</td><td class="muted same">{_e(same.get(cr.index, ""))}</td>'
-            f'<td class="summary">{_e(cr.summary or "")}{_classes_html(cr.record)}{state}</td>'
+            f'<td class="summary">{_e(cr.summary or "")}'
+            f'{cell_note(cr) if is_collective(c) else _classes_html(cr.record)}{state}</td>'
             f'<td class="acc">{_e(_acc_text(cr.record))}</td>'
             f'<td class="num">{cr.seconds:.2f}</td><td>{record}</td></tr>')
     return (
@@ -575,7 +580,7 @@ def render_html(result: MatrixResult, pictures: dict | None = None, reason: str 
     failed = len(result.failed)
     skipped = sum(c.status == "skipped" for c in result.cells)
     libs = ", ".join(result.libraries) or ", ".join(sorted({c.cell.library for c in result.cells},
-                                                           key=LIBRARIES.index))
+                                                           key=(LIBRARIES + BACKENDS).index))
     created = ""
     for c in result.cells:
         if c.record:
@@ -589,6 +594,8 @@ def render_html(result: MatrixResult, pictures: dict | None = None, reason: str 
     def stat(value, label):
         return f'<div class="stat"><b>{value}</b>{_e(label)}</div>'
 
+    collectives = section_collectives(result)
+    coll_link = '<a href="#collectives">collectives</a>' if collectives else ""
     stats = "".join([stat(len(result.cells), "cells"), stat(len(result.trees), "distinct trees"),
                      stat(ok, "ok"), stat(failed, "failed"), stat(skipped, "skipped"),
                      stat(f"{result.seconds:.1f} s", "run time")])
@@ -600,11 +607,12 @@ def render_html(result: MatrixResult, pictures: dict | None = None, reason: str 
         f"suite</span></h1><p>Summation trees of {_e(libs)} on this machine"
         f"{' &middot; ' + _e(created) if created else ''}</p><div class=\"stats\">{stats}</div>"
         "<nav><a href=\"#agreement\">agreement</a><a href=\"#cells\">cells</a>"
-        "<a href=\"#changes\">changes</a><a href=\"#trees\">trees</a>"
+        f"<a href=\"#changes\">changes</a>{coll_link}<a href=\"#trees\">trees</a>"
         "<a href=\"#environment\">environment</a><a href=\"matrix.json\">matrix.json</a></nav>"
         "</header><main>"
         f"{notes}{_section_agreement(result)}{_section_cells(result)}"
-        f"{_section_changes(result)}{_section_trees(result, pictures, reason, inline_limit)}"
+        f"{_section_changes(result)}{collectives}"
+        f"{_section_trees(result, pictures, reason, inline_limit)}"
         f"{_section_env(result)}</main><footer>written by fpscope "
         f"{_e((result.environment.get('packages') or {}).get('fpscope', ''))}; "
         "a static page: no scripts, no network.</footer></body></html>\n")

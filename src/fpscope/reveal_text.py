@@ -29,10 +29,17 @@ _CHECK_WORDS = {
     "random_pairs": "random pairs", "shared_k_order_outputs": "outputs share the K-order",
     "output_classes": "every output matches its class's tree",
     "scan_prefixes": "every output is the tree's prefix",
+    "rank_identity": "every rank received identical bits",
 }
 
 
 def _conditions(t: dict) -> str:
+    if t.get("world_size"):  # a collective: leaves are ranks, n is the elements per rank
+        parts = [f"world_size={t['world_size']} (leaves = ranks)", f"elements={t.get('n')}",
+                 f"dtype={t.get('dtype')}", f"backend={t.get('backend')}"]
+        if t.get("output") is not None:
+            parts.append(f"element={t['output']}")
+        return "  ".join(parts)
     parts = [f"n={t.get('n')}", f"dtype={t.get('dtype')}"]
     for key in _CONDITIONS:
         v = t.get(key)
@@ -62,7 +69,15 @@ def write_reveal_text(console, record: dict, tree, record_path=None) -> None:
     acc = record["accumulator"]
     console.print(f"[bold]{escape(t['name'])}[/bold]  {escape(_conditions(t))}", highlight=False)
     console.print(f"[bold green]{escape(record['summary'])}[/bold green]", highlight=False)
-    console.print(to_rich(tree))
+    comm = t.get("communication")
+    if comm:
+        env = " ".join(f"{k}={v}" for k, v in (comm.get("algorithm_env") or {}).items())
+        lib = comm.get("mpi_library") or comm.get("backend")
+        console.print(f"communication: {escape(str(comm.get('library')))} "
+                      f"{escape(str(comm.get('version')))} ({escape(str(lib))}); algorithm "
+                      f"variables: {escape(env or 'none set')}", highlight=False)
+    if not (t.get("world_size") and tree.n <= 32):  # the summary spells out a collective's tree
+        console.print(to_rich(tree))
     if acc.get("observable"):
         more = " or more" if acc.get("at_least") else ""
         name = f" ({acc['format']})" if acc.get("format") else ""
@@ -83,20 +98,29 @@ def write_reveal_text(console, record: dict, tree, record_path=None) -> None:
     console.print(
         f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
         f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}", highlight=False)
-    console.print(f"checks passed: {_checks_text(pr['checks'])}", highlight=False)
-    for key in ("shared_k_order_outputs", "scan_prefixes"):
+    passed = _checks_text(pr["checks"])
+    if t.get("world_size"):  # a collective's outputs are the buffer's elements
+        passed = passed.replace("every output matches", "every element matches")
+    console.print(f"checks passed: {passed}", highlight=False)
+    for key in ("shared_k_order_outputs", "scan_prefixes", "rank_identity"):
         said = str(pr["checks"].get(key, ""))
         if said.startswith("no:"):
+            if t.get("world_size"):  # a collective's outputs are the buffer's elements
+                said = said.replace(" outputs;", " elements;").replace("output (0, 0)",
+                                                                       "element 0")
             console.print(f"[yellow]note:[/yellow] {escape(said[3:].strip())}", highlight=False)
     if record.get("classes"):
         from .reveal.classes import positions_text
 
+        elements = bool(t.get("world_size"))
         grid = "x".join(map(str, record["classes"][0]["grid"]))
-        console.print(f"output classes ({grid} outputs, tree per position):", highlight=False)
+        console.print(f"element classes ({t.get('n')} elements, a tree per element):" if elements
+                      else f"output classes ({grid} outputs, tree per position):", highlight=False)
         for k, c in enumerate(record["classes"]):
             letter = chr(65 + k) if k < 26 else str(k)
-            console.print(f"  {letter}: {c['count']} outputs: {escape(positions_text(c['outputs']))}",
-                          highlight=False)
+            where = escape(positions_text(c["outputs"], elements=elements))
+            console.print(f"  {letter}: {c['count']} {'elements' if elements else 'outputs'}: "
+                          f"{where}", highlight=False)
             console.print(f"     {escape(c['summary'])}", highlight=False)
             if k:
                 console.print(f"     vs A: {escape(class_difference(record['classes'], k))}",

@@ -1529,11 +1529,18 @@ def summarize(tree: SumTree, noun: Optional[str] = None, *, shape=None, order=No
     Otherwise the logical C order is tried the same way, and where neither numbering is
     recognised the plain summary of the tree is returned.
 
+    A collective's ``spec`` (with ``world_size``; leaves are ranks) gets
+    :func:`fpscope.rank_summary.summarize_ranks`.
+
     Raises:
         ValueError: ``shape`` does not hold n elements or ``order`` is neither a layout name nor a
             permutation of 0..n-1 (arguments given directly; a ``spec`` that does not fit is
             ignored). Never raises otherwise (see :func:`describe`).
     """
+    if spec is not None and spec.get("world_size") and not tree.has_c and tree.n <= 256:
+        from .rank_summary import summarize_ranks  # a collective: leaves are ranks
+
+        return summarize_ranks(tree)
     noun = noun or ("products" if tree.has_c else "terms")
     if shape is None and spec is not None:
         found = array_order(spec)

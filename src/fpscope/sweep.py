@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+import numpy as np
+
 from .reveal import RevealError, reveal
 from .targets.base import Target, TargetError
 from .tree import SumTree
@@ -19,7 +21,9 @@ from .tree import SumTree
 
 @dataclass
 class SweepResult:
-    """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error),
+    """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error; output
+    (0, 0)'s or element 0's where outputs use several trees, then also ``classes``: the tree
+    ids of every class, by first position, and ``runs``: runs of consecutive positions),
     arithmetic_id ("a1", "a2", ...: the node arithmetic, :class:`fpscope.arithmetic.Arithmetic`),
     error. ``trees``: tree_id -> SumTree; ``specs``: tree_id -> target spec; ``arithmetics``: arithmetic_id -> Arithmetic;
     ``changes``: (previous value, value) pairs where the tree or the arithmetic changes from one
@@ -59,7 +63,8 @@ class SweepResult:
             ia, ib = a.get("arithmetic_id"), b.get("arithmetic_id")
             if ia != ib and ia in self.arithmetics and ib in self.arithmetics:
                 arith = self.arithmetics[ia].first_difference(self.arithmetics[ib]) or {
-                    "name": "output classes", "a": ia, "b": ib}
+                    "name": "output classes", "a": classes_text(a) or ia,
+                    "b": classes_text(b) or ib}
             out.append({"from": a["value"], "to": b["value"], "tree": tree, "arithmetic": arith})
         return out
 
@@ -73,6 +78,13 @@ class SweepResult:
             "changes": [list(c) for c in self.changes],
             "change_details": self.change_details,
         }
+
+
+def classes_text(row: dict) -> str | None:
+    """``"A,B,C,D (4 runs)"`` for a row whose outputs use several trees, else None."""
+    if not row.get("classes"):
+        return None
+    return f"{','.join(row['classes'])} ({row['runs']} runs)"
 
 
 def _tree_id(k: int) -> str:
@@ -127,17 +139,35 @@ def sweep(
             row["failure"] = ("check" if isinstance(exc, RevealError) and exc.kind not in ("units", "nan")
                               else "input")
         else:
-            tid = ids.get(r.tree)
-            if tid is None:
-                tid = ids[r.tree] = _tree_id(len(ids))
-                res.trees[tid] = r.tree
-                res.specs[tid] = target.spec()
-            row["tree_id"] = tid
+            spec = target.spec()
+
+            def tree_id(tree):
+                tid = ids.get(tree)
+                if tid is None:
+                    tid = ids[tree] = _tree_id(len(ids))
+                    res.trees[tid] = tree
+                    res.specs[tid] = spec
+                return tid
+
+            row["tree_id"] = tree_id(r.tree)
+            collective = bool(spec.get("world_size"))
+            if r.classes:
+                # the trees along the outputs (class order: by first position), and how many
+                # runs of consecutive positions they form (row-major)
+                row["classes"] = [tree_id(c["tree"]) for c in r.classes]
+                labels = np.zeros(r.classes[0]["mask"].shape, dtype=np.int64)
+                for k, c in enumerate(r.classes):
+                    labels[c["mask"]] = k
+                flat = labels.reshape(-1)
+                row["runs"] = int(1 + np.count_nonzero(flat[1:] != flat[:-1]))
             if r.arithmetic is not None:
                 # output classes (matrix ops) belong to the arithmetic's identity: another
-                # class's tree, positions or arithmetic is a change too
-                key = (r.arithmetic, tuple((c["tree"], c["mask"].tobytes(), c["mask"].shape,
-                                            c["arithmetic"]) for c in (r.classes or ())))
+                # class's tree, positions or arithmetic is a change too; a collective's
+                # positions scale with the buffer, so there the trees and their runs count
+                key = (r.arithmetic, tuple(
+                    (c["tree"], c["arithmetic"]) + (() if collective else
+                                                    (c["mask"].tobytes(), c["mask"].shape))
+                    for c in (r.classes or ())), row.get("runs") if collective else None)
                 aid = arith_ids.get(key)
                 if aid is None:
                     aid = arith_ids[key] = f"a{len(arith_ids) + 1}"

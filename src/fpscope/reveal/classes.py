@@ -471,10 +471,15 @@ def describe_positions(mask: np.ndarray) -> list[dict]:
     return blocks
 
 
-def positions_text(blocks: list[dict], limit: int = 4) -> str:
-    parts = [f"rows {indices_text(b['rows'], 'i')}, columns {indices_text(b['cols'], 'j')}"
-             if not b["rows"].get("all") else f"columns {indices_text(b['cols'], 'j')}"
-             for b in blocks[:limit]]
+def positions_text(blocks: list[dict], limit: int = 4, elements: bool = False) -> str:
+    """Words for :func:`describe_positions`; ``elements``: the map is (E, 1), one row per
+    element of a buffer (collectives), named ``e``."""
+    if elements:
+        parts = [indices_text(b["rows"], "e") for b in blocks[:limit]]
+    else:
+        parts = [f"rows {indices_text(b['rows'], 'i')}, columns {indices_text(b['cols'], 'j')}"
+                 if not b["rows"].get("all") else f"columns {indices_text(b['cols'], 'j')}"
+                 for b in blocks[:limit]]
     if len(blocks) > limit:
         parts.append(f"... ({len(blocks)} blocks; --format json has all)")
     return "; ".join(parts)

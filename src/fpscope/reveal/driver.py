@@ -199,6 +199,8 @@ def reveal(
                 if "first_mismatch" in r and "first_mismatch" not in rep:
                     rep["first_mismatch"] = r["first_mismatch"]
             rep["classes"] = len(result.classes)
+    if hasattr(target, "checks"):  # checks a target makes of its own (collectives: ranks)
+        stats.checks.update(target.checks())
     if rep is not None:
         result.replay = rep
         if tree.max_fan_in() > 2:

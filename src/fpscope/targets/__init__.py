@@ -47,7 +47,9 @@ def list_targets() -> list[str]:
     emulator as a black box). Any user function is a target too: ``package.module:function`` or
     ``path/to/file.py:function``.
     """
-    return list(_MODULES)
+    from ..collectives.target import NAMES
+
+    return list(_MODULES) + list(NAMES)
 
 
 def _split_name(name: str) -> tuple[str, str | None]:
@@ -78,6 +80,8 @@ def make_target(
     env: dict[str, str | None] | None = None,
     batched: bool | None = None,
     output=None,
+    world_size: int | None = None,
+    backend: str | None = None,
 ) -> Target:
     """Build the target ``name`` under the given probe conditions.
 
@@ -130,6 +134,12 @@ def make_target(
             one 1-D array; None: as the function declares (``fpscope_batched``, the
             :func:`fpscope.batched` decorator). Built-in targets refuse it (they batch their
             probes themselves).
+        world_size, backend: collectives only (``torch.distributed.all_reduce`` / ``reduce`` /
+            ``reduce_scatter``, ``mpi4py.MPI.Comm.Allreduce`` / ``Reduce`` /
+            ``Reduce_scatter``; :mod:`fpscope.collectives`): the number of ranks P (the
+            leaves; default 4) and "gloo" (default) or "nccl" for torch. For a collective,
+            ``n`` is the number of elements per rank (default 4096; every element is an
+            output), ``output`` one element E, and ``env`` applies to the rank processes.
 
     Returns:
         A :class:`Target`; call ``close()`` (or use it in a ``with`` block) when done.
@@ -141,6 +151,14 @@ def make_target(
             strings) or a child process that failed, ``batched`` for a built-in target. The
             message is one line.
     """
+    if isinstance(name, str) and _collective(name):
+        return _make_collective(name, n=n, shape=shape, dtype=dtype, layout=layout,
+                                offset=offset, threads=threads, axis=axis, index=index,
+                                device=device, env=env, batched=batched, output=output,
+                                world_size=world_size, backend=backend)
+    if world_size is not None or backend is not None:
+        raise TargetError(f"{name}: world_size and backend apply to collectives "
+                          "(torch.distributed.*, mpi4py.MPI.Comm.*)")
     if env is not None and not isinstance(name, str) and _is_function(name) \
             and not (isinstance(env, Mapping) and len(env) == 0):
         raise TargetError("env runs the op in a child process, which cannot receive a function "
@@ -223,6 +241,46 @@ def make_target(
         return module.build(base, **options)
     except MemoryError:
         raise TargetError(f"{base}: not enough memory for shape {shape or n}") from None
+
+
+def _collective(name: str) -> bool:
+    base = name.strip()
+    return base.startswith(("torch.distributed.", "dist.", "mpi4py.", "MPI."))
+
+
+def _make_collective(name: str, *, n, shape, dtype, layout, offset, threads, axis, index, device,
+                     env, batched, output, world_size, backend) -> Target:
+    """A collective target (:mod:`fpscope.collectives`); options it does not take are refused."""
+    from ..collectives.target import DEFAULT_ELEMENTS, DEFAULT_WORLD_SIZE, NAMES, canonical
+    from .isolated import check_env
+
+    full = canonical(name)
+    if full is None:
+        close = difflib.get_close_matches(name.strip(), list(NAMES), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise TargetError(f"unknown collective {name!r}; {hint}known: {', '.join(NAMES)}")
+    given = {"shape": shape, "offset": offset or None, "threads": threads, "axis": axis,
+             "index": index, "batched": batched, "layout": None if layout == "C" else layout}
+    bad = [k for k, v in given.items() if v is not None]
+    if bad:
+        raise TargetError(f"{full} takes --world-size, --n (elements per rank), --dtype, "
+                          f"--backend, --env and --output E; not {', '.join(bad)}")
+    if device not in (None, "cpu") and not (device == "cuda" and backend == "nccl"):
+        raise TargetError(f"{full}: the device follows the backend (gloo and mpi: CPU; nccl: "
+                          f"one GPU per rank), got device {device!r}")
+    if output is not None:
+        if isinstance(output, (tuple, list)):
+            if len(output) != 1:
+                raise TargetError(f"{full}: --output takes one element index E")
+            output = output[0]
+        if not isinstance(output, (int, np.integer)):
+            raise TargetError(f"{full}: --output takes one element index E, got {output!r}")
+    from ..collectives.target import CollectiveTarget
+
+    return CollectiveTarget(full, world_size=DEFAULT_WORLD_SIZE if world_size is None
+                            else world_size, elements=DEFAULT_ELEMENTS if n is None else n,
+                            dtype=dtype or "fp32", backend=backend,
+                            env=check_env(env) if env else None, element=output)
 
 
 def _is_function(obj) -> bool:
