@@ -208,7 +208,7 @@ def test_emulate_block_scaled(capsys, tmp_path):
 def test_emulate_progress_bar(capsys, monkeypatch, tmp_path):
     """The rows bar: nothing without a terminal or with --quiet; on a terminal, a bar that
     counts D's rows and is cleared when done."""
-    from fpscope import cli as cli_mod
+    from fpscope import cli_emulate as cli_mod
 
     assert cli_mod._rows_progress(True)[0] is None
     assert cli_mod._rows_progress(False)[0] is None  # pytest's stderr is not a terminal

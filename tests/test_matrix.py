@@ -266,11 +266,16 @@ def test_cli_matrix_writes_report_and_refuses_to_overwrite(numpy_quick, tmp_path
     assert len(list((out / "cells").glob("*.json"))) == 4
     before = (out / "index.html").read_bytes()
 
-    assert main(["matrix", "--libraries", "numpy", "-o", str(out), "--quiet"]) == 2
+    assert main(["matrix", "--libraries", "numpy", "-o", str(out), "--quiet"]) == 0
+    assert "4 of 4 cells kept from an earlier run" in capsys.readouterr().out  # resumed
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("mine")
+    assert main(["matrix", "--libraries", "numpy", "-o", str(other), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "exists and is not empty" in err and "--force" in err
+    assert "is not a matrix folder" in err and "--force" in err
     assert len(err.strip().splitlines()) == 1
-    assert (out / "index.html").read_bytes() == before  # untouched
+    assert before  # the first report was written
 
     stale = out / "cells" / "999-numpy.sum-fp32-n9-C-t1.json"
     stale.write_text("{}")

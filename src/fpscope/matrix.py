@@ -19,8 +19,9 @@ Layout of ``DIR`` (written by :func:`run_matrix` and :func:`fpscope.report.write
     DIR/matrix.json                                                  the manifest (kind "matrix")
     DIR/index.html                                                   the report (static, offline)
 
-Every file is written atomically (a temporary file, then a rename). A folder that exists and is
-not empty is refused unless ``force`` is set (fpscope DESIGN.md: never replace files silently).
+Every file is written atomically (a temporary file, then a rename). A run into a folder that holds
+a run of the same suite resumes it (:mod:`fpscope.matrix_resume`); another folder that exists and
+is not empty is refused unless ``force`` is set (fpscope DESIGN.md: never replace files silently).
 """
 
 from __future__ import annotations
@@ -446,7 +447,8 @@ def _reveal_record(target, res, seed: int, cell: Cell, environment: dict) -> dic
     from .record import reveal_record
 
     return reveal_record(target, res, seed, environment,
-                         matrix={"op": cell.op, "library": cell.library})
+                         matrix={"op": cell.op, "library": cell.library,
+                                 "cell": cell.to_json()})  # fpscope.matrix_resume: identity
 
 
 def _tree_id(k: int) -> str:
@@ -455,7 +457,9 @@ def _tree_id(k: int) -> str:
     return tid(k)
 
 
-def _run_cell(index: int, cell: Cell, out: Path, seed: int, replay_samples: int) -> CellResult:
+def _run_cell(index: int, cell: Cell, out: Path | None, seed: int, replay_samples: int
+              ) -> CellResult:
+    """Reveal one cell; write its record into ``out/cells/`` (not when ``out`` is None)."""
     from .environment import capture_environment
     from .masks import MaskError
     from .record import write_record
@@ -491,7 +495,7 @@ def _run_cell(index: int, cell: Cell, out: Path, seed: int, replay_samples: int)
     finally:
         target.close()
         res_out.seconds = time.perf_counter() - t0
-    if res_out.record is not None:
+    if res_out.record is not None and out is not None:
         name = f"cells/{cell.slug(index)}.json"
         try:
             write_record(res_out.record, out / name, overwrite=True)  # the folder was prepared
@@ -514,8 +518,14 @@ def run_matrix(
     notes: Iterable[str] = (),
     libraries: Iterable[str] = (),
     progress: Callable[[int, int, str], None] | None = None,
+    isolate: bool = False,
+    timeout: float | None = None,
 ) -> MatrixResult:
     """Reveal every cell, write its record to ``out_dir/cells/`` and compare the cells.
+
+    A run into a folder that holds an earlier run of the same ``suite`` resumes: cells whose
+    record is there are kept, the others are revealed (``force`` redoes all;
+    :mod:`fpscope.matrix_resume`).
 
     Args:
         cells: the cells (:func:`suite_cells`).
@@ -528,26 +538,36 @@ def run_matrix(
         libraries: the libraries the cells were drawn from (for the report's columns).
         progress: optional callback(cells_done, cells_total, label of the next cell), called
             before each cell and once at the end (label "").
+        isolate: reveal each cell in a child process, so that a cell that crashes its process
+            is a "failed" cell and the others complete.
+        timeout: with ``isolate``, seconds before a cell's process is killed (None: no limit).
 
     Returns:
         MatrixResult, with ``comparisons`` filled in. The manifest and the HTML report are
         written by :func:`fpscope.report.write_report`.
 
     Raises:
-        MatrixError: the output folder is refused (see :func:`prepare_output`).
+        MatrixError: the output folder is refused (:func:`fpscope.matrix_resume.check_resume`).
     """
     from .environment import capture_environment
+    from .matrix_resume import load_finished, open_output, run_cell_isolated
 
-    out = prepare_output(out_dir, force)
+    out, resume = open_output(out_dir, suite, force)
     t0 = time.perf_counter()
     result = MatrixResult(suite, notes=list(notes), libraries=list(libraries))
     ids: dict = {}
-    total = len(cells)
+    total, kept = len(cells), 0
     for i, cell in enumerate(cells, start=1):
         if progress:
             progress(i - 1, total, f"{cell.target} {cell.dtype} {cell.size_text} "
                                    f"{cell.layout} t{cell.threads_text}")
-        cr = _run_cell(i, cell, out, seed, replay_samples)
+        cr = load_finished(out, i, cell) if resume else None
+        if cr is not None:
+            kept += 1
+        elif isolate:
+            cr = run_cell_isolated(i, cell, out, seed, replay_samples, timeout)
+        else:
+            cr = _run_cell(i, cell, out, seed, replay_samples)
         if cr.tree is not None:
             tid = ids.get(cr.tree)
             if tid is None:
@@ -555,6 +575,9 @@ def run_matrix(
                 result.trees[tid] = cr.tree
             cr.tree_id = tid
         result.cells.append(cr)
+    if kept:
+        result.notes.append(f"{kept} of {total} cells kept from an earlier run in this folder "
+                            f"(--force redoes them)")
     if progress:
         progress(total, total, "comparing cells")
     result.comparisons = compare_cells(result.cells)

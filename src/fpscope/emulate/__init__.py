@@ -3,7 +3,8 @@
 :mod:`fpscope.emulate.reference` is the exact, slow oracle; :mod:`.vectorized` and
 :mod:`.kernel` are the engines; :mod:`.library` the library level (split-K, promotion,
 epilogue); :mod:`.conversion` the conversion of fp32 operands; :mod:`.batched` operands of more
-than two dimensions; :mod:`.outputs` the results in the output format's dtype.
+than two dimensions; :mod:`.outputs` the results in the output format's dtype;
+:mod:`.distributed` row bands of D on a Dask cluster (``matmul(client=)``).
 """
 
 from .reference import fdpa, fdpa_block, output_bits
@@ -40,7 +41,7 @@ AUTO_NUMBA_FROM = 1 << 21
 def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
            threads: int | None = None, alpha: float = 1.0, out_format: str | None = None,
            scale_a=None, scale_b=None, progress=None, dtype=None,
-           operand_conversion: str | None = None):
+           operand_conversion: str | None = None, client=None, bands: int | None = None):
     """``D = A @ B + C`` as a chain of matrix-unit instructions of ``profile``, bit-exact.
 
     K is walked in k-chunks in order; instruction j computes
@@ -106,6 +107,14 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         operand_conversion: None (the profile's), or "RNA", "RNE" or "truncate": how fp32
             operands are converted to a tf32, bf16 or fp16 input format
             (``Profile.operand_conversion``), overriding the profile's.
+        client: None (run here), or a ``dask.distributed.Client``: each 2-D GEMM is cut into
+            row bands of D, computed on the cluster's workers by this same code and gathered
+            (:mod:`fpscope.emulate.distributed`; needs ``pip install 'fpscope[dask]'``). Same
+            bits as a local run; each band runs on ``threads`` numba threads (None: 1, the
+            cluster's worker threads being the parallelism); ``progress`` is called as bands
+            finish. A band that still fails after Dask's retries raises (never a partial D).
+        bands: with ``client``: the number of row bands (None: twice the cluster's worker
+            threads; at most M).
 
     Returns:
         array of shape (M, N) (batched: ``batch + (M, N)``) of the output format's dtype, or
@@ -119,8 +128,11 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
             dtype or operand conversion, an operand conversion for a profile whose inputs are
             not tf32, bf16 or fp16, or ``engine="numba"`` with a profile the kernel cannot run
             (or without numba); block scales missing for a block-scaled profile or given to
-            another, of the wrong shape, or not values of the scale format. Each message is
-            one line.
+            another, of the wrong shape, or not values of the scale format; ``client`` not a
+            synchronous ``dask.distributed.Client``, ``bands`` not a positive integer. Each
+            message is one line.
+        RuntimeError: with ``client``: a band failed on the cluster after its retries (the
+            band's rows and the worker's error are named); ImportError: dask is missing.
     """
     from . import batched, library, outputs
     from ..profile import load_profile
@@ -133,8 +145,13 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
         raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
     fmt = outputs.output_format(profile, alpha, out_format)
 
+    if client is not None:
+        from .distributed import check
+
+        check(client, bands)
+
     def core(a, b, c, sa, sb, cb):
-        return _matmul2d(a, b, c, profile, pad, engine, threads, sa, sb, cb)
+        return _matmul2d(a, b, c, profile, pad, engine, threads, sa, sb, cb, client, bands)
 
     D = batched.run(core, A, B, C, scale_a, scale_b, progress)
     if alpha != 1.0 or out_format is not None:
@@ -145,12 +162,12 @@ def matmul(A, B, C=None, profile=None, pad: bool = False, engine: str = "auto",
     return outputs.to_output(D, fmt, profile.nan_bits if same else None)
 
 
-def _matmul2d(A, B, C, profile, pad, engine, threads, scale_a, scale_b, progress):
+def _matmul2d(A, B, C, profile, pad, engine, threads, scale_a, scale_b, progress,
+              client=None, bands=None):
     """One 2-D GEMM of :func:`matmul` (validated profile and engine): float64 (M, N)."""
     from . import kernel, library, vectorized
 
     A, B, C, scales = vectorized.prepare(A, B, C, profile, pad, scale_a, scale_b)
-    layered = library.has_library_level(profile)
     why = kernel.unsupported(library.instruction_level(profile))
     if engine == "auto":
         big = A.shape[0] * A.shape[1] * B.shape[1] >= AUTO_NUMBA_FROM
@@ -160,16 +177,13 @@ def _matmul2d(A, B, C, profile, pad, engine, threads, scale_a, scale_b, progress
             raise ValueError(f"{profile.name}: the numba engine cannot run this profile: {why}")
         if not _have_numba():
             raise ValueError("the numba engine needs the numba package (pip install numba)")
+    if client is not None:
+        from .distributed import gemm_bands
 
-        def chain(a, b, c, p, s=None):
-            return kernel.matmul(a, b, c, p, threads=threads, scales=s)
-    else:
-        def chain(a, b, c, p, s=None):
-            return vectorized.gemm_prepared(a, b, c, p, scales=s)
+        return gemm_bands(client, A, B, C, scales, profile, engine, threads, bands, progress)
 
     def rows(a, c, sc):
-        return (library.library_gemm(a, B, c, profile, chain, sc) if layered
-                else chain(a, B, c, profile, sc))
+        return _prepared_rows(a, B, c, sc, profile, engine, threads)
 
     if progress is None:
         return rows(A, C, scales)
@@ -184,6 +198,26 @@ def _matmul2d(A, B, C, profile, pad, engine, threads, scale_a, scale_b, progress
         D[r0:r1] = rows(A[r0:r1], C[r0:r1], sc)
         progress(r1, M)
     return D
+
+
+def _prepared_rows(A, B, C, scales, profile, engine: str, threads: int | None):
+    """``D = A @ B + C`` on operands already through ``vectorized.prepare`` (A (M, K), B
+    (K, N), C (M, N) float64; ``scales`` None or (SA, SB)) with a resolved engine ("numba" or
+    "numpy") and the profile's library level: float64 (M, N). Each row of D depends only on
+    its rows of A, C and SA: the local bands of :func:`_matmul2d` and the cluster's
+    (:mod:`fpscope.emulate.distributed`) call this on row slices."""
+    from . import kernel, library, vectorized
+
+    if engine == "numba":
+        def chain(a, b, c, p, s=None):
+            return kernel.matmul(a, b, c, p, threads=threads, scales=s)
+    else:
+        def chain(a, b, c, p, s=None):
+            return vectorized.gemm_prepared(a, b, c, p, scales=s)
+
+    if library.has_library_level(profile):
+        return library.library_gemm(A, B, C, profile, chain, scales)
+    return chain(A, B, C, profile, scales)
 
 
 def _band_rows(M: int, N: int, threads: int | None) -> int:
