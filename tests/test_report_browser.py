@@ -120,3 +120,53 @@ def test_report_renders_in_chromium(browser, report):
     assert shot.stat().st_size > 10_000
     print(f"screenshot of the report: {shot}")
     page.close()
+
+
+_SANDY_CHILD = """
+import sys
+from fpscope.matrix import Block, run_matrix, suite_cells
+from fpscope.report import write_report
+suite = (Block("sum", ("fp32",), (64,)), Block("dot", ("fp32",), (64,)))
+res = run_matrix(suite_cells(suite, ["numpy"]), sys.argv[1], replay_samples=4, libraries=["numpy"])
+write_report(res, sys.argv[1])
+"""
+
+
+def test_fleet_report_renders_in_chromium(browser, tmp_path):
+    """fleet.html of two workers whose OpenBLAS kernels differ (this process's core type and
+    Sandybridge in a child process): the grid, the groups and the differences render."""
+    import subprocess
+    import sys
+
+    from fpscope.fleet import write_fleet
+
+    suite = (Block("sum", ("fp32",), (64,)), Block("dot", ("fp32",), (64,)))
+    (tmp_path / "runs").mkdir()
+    here = tmp_path / "runs" / "here"
+    res = run_matrix(suite_cells(suite, ["numpy"]), here, replay_samples=4, libraries=["numpy"])
+    write_report(res, here)
+    sandy = tmp_path / "runs" / "sandy"
+    env = dict(os.environ, OPENBLAS_CORETYPE="Sandybridge")
+    child = subprocess.run([sys.executable, "-c", _SANDY_CHILD, str(sandy)], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    write_fleet({"here": here, "sandy": sandy}, tmp_path / "fleet")
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors: list = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto((tmp_path / "fleet" / "fleet.html").resolve().as_uri(), wait_until="load")
+    grid = page.locator("#grid table")
+    box = grid.bounding_box()
+    assert box and box["width"] > 300 and box["height"] > 40
+    assert grid.locator("tbody tr").count() == 2  # the two cells
+    assert page.locator("#grid .badge").count() == 4  # two workers x two cells
+    assert page.locator("#workers tbody tr").count() == 2
+    text = page.locator("body").inner_text()
+    assert "Sandybridge" in text
+    if page.locator("#grid a.pill.diff").count():  # the dot cell split: its diff row is there
+        page.locator("#grid a.pill.diff").first.click()
+        assert page.evaluate("location.hash").startswith("#diff-")
+    assert errors == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "fleet-report.png"), full_page=True)
+    page.close()

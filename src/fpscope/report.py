@@ -85,6 +85,9 @@ tbody tr:hover { background: #fafbfd; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.nowrap { white-space: nowrap; }
 td.summary { min-width: 40ch; max-width: 80ch; }
+table.collectives td.summary { min-width: 30ch; }
+table.collectives td.ident { max-width: 30ch; }
+table.collectives .mono { word-break: break-all; }
 td.acc { max-width: 16ch; }
 td.same { min-width: 15ch; }
 details.json code { word-break: break-all; }

@@ -96,7 +96,7 @@ def section_collectives(result) -> str:
             f'{head}<td>{_e(lib)}<div class="muted mono">{_e(env or "no algorithm variables")}'
             f'</div></td><td>{_badge(cr.tree_id, "element 0")}</td>'
             f'<td class="summary">{len(classes)} element {word}<ol>{items}</ol>{failed}</td>'
-            f'<td><span class="pill {_pill(ident)}">{_e(ident.split(":")[0])}</span> '
+            f'<td class="ident"><span class="pill {_pill(ident)}">{_e(ident.split(":")[0])}</span> '
             f'<span class="muted">{_e(ident.partition(":")[2].strip())}</span></td></tr>')
     return (
         '<section id="collectives"><h2>Collectives</h2>'
