@@ -337,3 +337,11 @@ def test_cli_matrix_failed_cell_exits_1(numpy_quick, tmp_path, capsys, monkeypat
     assert "failed #2 numpy.dot" in text and "2 failed" in text
     page = (out / "index.html").read_text()
     assert "nondeterministic: repeated probes differ" in page
+
+
+def test_cli_matrix_refuses_a_timeout_that_is_not_positive(tmp_path, capsys):
+    for bad in ("0", "-3"):
+        assert main(["matrix", "--timeout", bad, "-o", str(tmp_path / "m")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--timeout must be a positive number" in err[0]
+    assert not (tmp_path / "m").exists()

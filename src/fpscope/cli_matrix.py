@@ -87,6 +87,8 @@ def cmd_matrix(args) -> int:
 
     if args.samples < 0:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     wanted = None
     if args.libraries is not None:
         wanted = [x.strip() for x in args.libraries.split(",") if x.strip()]

@@ -353,13 +353,18 @@ def _operand_formats(profile: Profile) -> tuple[Format, Format]:
     return fa, (fa if profile.b_format is None else resolve_format(profile.b_format))
 
 
-def _exponent_coding(*fmts: Format):
+def _exponent_coding(*fmts: Format, scale: Format | None = None):
     """(dtype, sentinel, zero_below) of the exponent arrays of both operands (one coding for a
-    and b, so that ``e_a + e_b`` is one narrow sum). int8 when every exponent e of the formats
-    lies in [-20, 20]: real sums lie in [-40, 40], a sentinel -62 plus any real exponent in
-    [-82, -42], two sentinels -124 (no int8 overflow), so "a sum below -41" is exactly "a zero
-    product". int16 otherwise, with sentinel -16000 and bound -8000."""
-    if all(f.emin >= -20 and f.emax <= 20 for f in fmts):
+    and b, so that ``e_a + e_b`` is one narrow sum). An operand's exponent is its format's
+    (``emin..emax``) or, with block scales folded in (``scale``, :func:`_scaled_codes`), that
+    plus the scale's (``emin + scale.emin .. emax + scale.emax``). int8 when every operand's
+    exponent lies in [-20, 20]: real sums lie in [-40, 40], a sentinel -62 plus any real
+    exponent in [-82, -42], two sentinels -124 (no int8 overflow), so "a sum below -41" is
+    exactly "a zero product". int16 otherwise, with sentinel -16000 and bound -8000. (e5m2
+    with ue4m3 scales folded in reaches 15 + 8 = 23: int16; with int8, a zero product beside
+    an operand of exponent 23 read as a real one, which cut a tiny c to 0.)"""
+    lo, hi = (0, 0) if scale is None else (scale.emin, scale.emax)
+    if all(f.emin + lo >= -20 and f.emax + hi <= 20 for f in fmts):
         return np.int8, -62, -41
     return np.int16, -16000, -8000
 
@@ -611,7 +616,7 @@ def matmul(A: np.ndarray, B: np.ndarray, C: np.ndarray, profile: Profile,
         coding = _exponent_coding(fa, fb)
     else:  # folded exponents reach the scale format's range (e8m0: int16)
         fs = resolve_format(profile.scale_format)
-        coding = _exponent_coding(fa, fb, fs)
+        coding = _exponent_coding(fa, fb, scale=fs)
         SA, SB = scales
         sblock = profile.scale_block_size
     K = A.shape[1]
