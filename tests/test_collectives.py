@@ -134,7 +134,7 @@ def test_runs_count_outcomes_of_fresh_worlds():
     (dict(dtype="fp8_e4m3fn"), "dtype must be"),
     (dict(backend="mpi"), "backend must be gloo or nccl"),
     (dict(elements=10, name="torch.distributed.reduce_scatter"), "multiple of 4"),
-    (dict(element=99, elements=16), "elements are 0..15"),
+    (dict(element=99, elements=16), "--position 99: elements are 0..15"),
 ])
 def test_bad_options_are_refused_before_any_rank_starts(kw, match):
     name = kw.pop("name", "torch.distributed.all_reduce")
@@ -144,8 +144,10 @@ def test_bad_options_are_refused_before_any_rank_starts(kw, match):
 
 
 def test_make_target_refuses_options_collectives_do_not_take():
-    with pytest.raises(TargetError, match="not layout"):
+    with pytest.raises(TargetError, match="not --layout"):
         make_target("torch.distributed.all_reduce", layout="F")
+    with pytest.raises(TargetError, match="--position takes one element index E"):
+        make_target("torch.distributed.all_reduce", output=(1, 2))
     with pytest.raises(TargetError, match="MPI has no standard fp16"):
         make_target("MPI.Allreduce", dtype="fp16")
     with pytest.raises(TargetError, match="did you mean"):
@@ -290,6 +292,8 @@ def test_open_mpi_sweep_over_the_algorithm_and_world_size():
     assert out.returncode == 0, out.stderr
     assert "(r0 + r1) + (r2 + r3)" in out.stdout
     assert "changes between 3 -> 4" in out.stdout
+    assert "(4 ranges)" in out.stdout  # the ring's four chunk trees, in element order
+    assert "trees by element: A (every element) -> B,C,D,E (4 ranges)" in out.stdout
     out = subprocess.run([sys.executable, "-m", "fpscope", "reveal", "MPI.Allreduce", "--n", "64",
                           "--samples", "4", "--sweep", "world_size=2,3", "--format", "json"],
                          capture_output=True, text=True, timeout=300)

@@ -195,3 +195,25 @@ def test_cli_dask_address_gives_the_local_bits(client, tmp_path, capsys):
     _assert_same_bits(np.load(tmp_path / "D.npy"), want)
     assert main(common + ["-o", str(tmp_path / "E.npy"), "--bands", "4"]) == 2
     assert "--bands needs --dask" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bands", [None, ["--bands", "2"]])
+def test_cli_a_cluster_without_workers_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch,
+                                                              bands):
+    import fpscope.emulate.distributed as distributed
+    from fpscope.cli import main
+
+    monkeypatch.setattr(distributed, "WAIT_FOR_WORKERS_S", 1)
+    A, B, _ = _operands(12, 16, 8, seed=11)
+    np.save(tmp_path / "A.npy", A)
+    np.save(tmp_path / "B.npy", B)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+        rc = main(["emulate", "--profile", "hopper-fp16", "--engine", "numpy", "--a",
+                   str(tmp_path / "A.npy"), "--b", str(tmp_path / "B.npy"), "--quiet",
+                   "-o", str(tmp_path / "D.npy"), "--dask", cluster.scheduler_address]
+                  + (bands or []))
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "no workers (none joined within 1 s)" in err
+    assert "bands=" not in err and "Traceback" not in err
+    assert not (tmp_path / "D.npy").exists()

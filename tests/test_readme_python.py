@@ -1,8 +1,13 @@
 """README's "Python API" section runs as written (its python blocks, in order, in a fresh
 folder): the examples people copy must not be stale."""
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -27,3 +32,20 @@ def test_python_api_section_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "sum.json").is_file()
     assert out.count("True") >= 3
 
+
+
+@pytest.mark.slow
+def test_qualify_a_cluster_python_block_runs_as_a_script(tmp_path):
+    """The LocalCluster example, saved as a file and run with python (its workers are new
+    processes that import the main module: the block must guard itself)."""
+    pytest.importorskip("distributed")
+    (code,) = _section_blocks("Qualify a cluster: which machines add the same way")
+    script = tmp_path / "fleet_example.py"
+    script.write_text(code, encoding="utf-8")
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    folder = tmp_path / "fleet-local"
+    assert (folder / "fleet.json").is_file() and (folder / "fleet.html").is_file()
+    fleet = json.loads((folder / "fleet.json").read_text())
+    assert len(fleet["workers"]) == 2 and fleet["cells"]

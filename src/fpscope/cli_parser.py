@@ -19,7 +19,7 @@ EPILOG_REVEAL = """examples:
   fpscope reveal torch.matmul --shape 1x1000x1000 --sweep rows=1,2,4,8,16,32,64
   fpscope reveal "emulate.matmul[hopper-fp16]" --shape 2x64x2     a tensor-core GEMM, emulated
   fpscope reveal torch.distributed.all_reduce --world-size 4 --n 4096    gloo, 4 ranks
-  fpscope reveal mpi4py.MPI.Comm.Allreduce --world-size 4 \
+  fpscope reveal mpi4py.MPI.Comm.Allreduce --world-size 4 \\
       --env OMPI_MCA_coll_tuned_use_dynamic_rules=1 --env OMPI_MCA_coll_tuned_allreduce_algorithm=4
   fpscope reveal torch.distributed.all_reduce --world-size 4 --sweep n=256,4096,65536
 """

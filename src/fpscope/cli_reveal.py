@@ -126,7 +126,8 @@ def _sweep_text(console, res, name: str, target: str) -> None:
                 what.append(f"tree {ch['tree']}")
             if ch["arithmetic"]:
                 p = ch["arithmetic"]
-                what.append(f"arithmetic: {p['name']} {p['a']} -> {p['b']}")
+                what.append(f"{p['name']}: {p['a']} -> {p['b']}" if p.get("classes") else
+                            f"arithmetic: {p['name']} {p['a']} -> {p['b']}")
             console.print(f"changes between {ch['from']} -> {ch['to']}: {escape('; '.join(what))}",
                           highlight=False)
     elif failed == len(res.rows):

@@ -53,6 +53,21 @@ def _chain(node) -> list | None:
     return out[::-1]
 
 
+def _rank_list(ranks: list) -> str:
+    """``r2, r3, r4, r0`` with ascending runs of three or more as ``r2..r9``."""
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"r{ranks[i]}..r{ranks[j]}")
+        else:
+            parts += [f"r{r}" for r in ranks[i:j + 1]]
+        i = j + 1
+    return ", ".join(parts)
+
+
 def _balanced(node) -> bool:
     """A perfect binary tree of consecutive ranks (recursive doubling / halving)."""
     if isinstance(node, int):
@@ -70,8 +85,10 @@ def summarize_ranks(tree: SumTree) -> str:
         return "1 rank: its own value"
     root = tree.root
     chain = _chain(root)
+    if n == 2 and chain is not None:
+        return f"2 ranks: one addition, {expression(tree)}."
     if chain is not None:
-        rest = ", ".join(f"r{r}" for r in chain[2:])
+        rest = _rank_list(chain[2:])
         shape = (f"a chain (one rank at a time) from r{chain[0]} + r{chain[1]}"
                  + (f", then {rest}" if rest else ""))
     elif _balanced(root):

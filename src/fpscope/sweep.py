@@ -23,7 +23,8 @@ from .tree import SumTree
 class SweepResult:
     """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error; output
     (0, 0)'s or element 0's where outputs use several trees, then also ``classes``: the tree
-    ids of every class, by first position, and ``runs``: runs of consecutive positions),
+    ids of every class, by first position, ``ranges``: how many ranges of consecutive positions
+    they form, ``position_word``: "output" or "element" (collectives)),
     arithmetic_id ("a1", "a2", ...: the node arithmetic, :class:`fpscope.arithmetic.Arithmetic`),
     error. ``trees``: tree_id -> SumTree; ``specs``: tree_id -> target spec; ``arithmetics``: arithmetic_id -> Arithmetic;
     ``changes``: (previous value, value) pairs where the tree or the arithmetic changes from one
@@ -62,9 +63,11 @@ class SweepResult:
             arith = None
             ia, ib = a.get("arithmetic_id"), b.get("arithmetic_id")
             if ia != ib and ia in self.arithmetics and ib in self.arithmetics:
+                word = a.get("position_word") or b.get("position_word") or "output"
                 arith = self.arithmetics[ia].first_difference(self.arithmetics[ib]) or {
-                    "name": "output classes", "a": classes_text(a) or ia,
-                    "b": classes_text(b) or ib}
+                    "name": f"trees by {word}", "classes": True,
+                    "a": classes_text(a) or f"{a['tree_id']} (every {word})",
+                    "b": classes_text(b) or f"{b['tree_id']} (every {word})"}
             out.append({"from": a["value"], "to": b["value"], "tree": tree, "arithmetic": arith})
         return out
 
@@ -81,10 +84,11 @@ class SweepResult:
 
 
 def classes_text(row: dict) -> str | None:
-    """``"A,B,C,D (4 runs)"`` for a row whose outputs use several trees, else None."""
+    """``"A,B,C,D (4 ranges)"`` for a row whose outputs use several trees (the trees in
+    position order, and how many ranges of consecutive positions they form), else None."""
     if not row.get("classes"):
         return None
-    return f"{','.join(row['classes'])} ({row['runs']} runs)"
+    return f"{','.join(row['classes'])} ({row['ranges']} ranges)"
 
 
 def _tree_id(k: int) -> str:
@@ -153,21 +157,22 @@ def sweep(
             collective = bool(spec.get("world_size"))
             if r.classes:
                 # the trees along the outputs (class order: by first position), and how many
-                # runs of consecutive positions they form (row-major)
+                # ranges of consecutive positions they form (row-major)
                 row["classes"] = [tree_id(c["tree"]) for c in r.classes]
                 labels = np.zeros(r.classes[0]["mask"].shape, dtype=np.int64)
                 for k, c in enumerate(r.classes):
                     labels[c["mask"]] = k
                 flat = labels.reshape(-1)
-                row["runs"] = int(1 + np.count_nonzero(flat[1:] != flat[:-1]))
+                row["ranges"] = int(1 + np.count_nonzero(flat[1:] != flat[:-1]))
+                row["position_word"] = "element" if collective else "output"
             if r.arithmetic is not None:
                 # output classes (matrix ops) belong to the arithmetic's identity: another
                 # class's tree, positions or arithmetic is a change too; a collective's
-                # positions scale with the buffer, so there the trees and their runs count
+                # positions scale with the buffer, so there the trees and their ranges count
                 key = (r.arithmetic, tuple(
                     (c["tree"], c["arithmetic"]) + (() if collective else
                                                     (c["mask"].tobytes(), c["mask"].shape))
-                    for c in (r.classes or ())), row.get("runs") if collective else None)
+                    for c in (r.classes or ())), row.get("ranges") if collective else None)
                 aid = arith_ids.get(key)
                 if aid is None:
                     aid = arith_ids[key] = f"a{len(arith_ids) + 1}"

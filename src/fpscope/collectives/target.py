@@ -108,7 +108,7 @@ class CollectiveTarget(Target):
             raise TargetError(f"{full}: the buffer of {elements} elements must split into "
                               f"{world_size} equal chunks (a multiple of {world_size})")
         if element is not None and not 0 <= int(element) < elements:
-            raise TargetError(f"--output {element}: elements are 0..{elements - 1}")
+            raise TargetError(f"--position {element}: elements are 0..{elements - 1}")
         super().__init__(int(world_size), fmt, fmt)
         self.name, self.op, self.backend = full, op, backend
         self.elements, self.element = int(elements), None if element is None else int(element)

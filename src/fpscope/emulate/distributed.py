@@ -32,6 +32,7 @@ __all__ = ["RETRIES", "check", "gemm_bands", "map_row_bands"]
 
 #: retries of a band's task that raised (a lost worker is rescheduled by the scheduler itself)
 RETRIES = 2
+WAIT_FOR_WORKERS_S = 10  # how long a call waits for the first worker of an empty cluster
 
 
 def _distributed():
@@ -117,8 +118,8 @@ def map_row_bands(client, fn, rows, shared=(), args=(), bands: int | None = None
         float64 (M, N).
 
     Raises:
-        ValueError: ``client`` not a synchronous Client, bad ``bands``, or no workers to size
-            the default bands by.
+        ValueError: ``client`` not a synchronous Client, bad ``bands``, or a cluster without
+            workers (none joined within ``WAIT_FOR_WORKERS_S`` seconds).
         RuntimeError: a band failed after its retries, or its operands were lost with workers
             more than ``RETRIES`` times (rows and error named); the other bands are cancelled.
         ImportError: dask.distributed is missing.
@@ -126,11 +127,16 @@ def map_row_bands(client, fn, rows, shared=(), args=(), bands: int | None = None
     dd = _distributed()
     check(client, bands)
     M = next(x.shape[0] for x in rows if x is not None)
-    if bands is None:
+    threads = sum(client.nthreads().values())
+    if threads == 0:  # workers may still be joining: wait a little, then say so in one line
+        try:
+            client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
+        except (TimeoutError, OSError):
+            raise ValueError(f"the Dask cluster has no workers (none joined within "
+                             f"{WAIT_FOR_WORKERS_S} s): start some") from None
         threads = sum(client.nthreads().values())
-        if threads == 0:
-            raise ValueError("the Dask cluster has no workers: start some, or pass bands=")
-        bands = 2 * threads
+    if bands is None:
+        bands = 2 * max(threads, 1)
     nb = max(1, min(bands, M))
     edges = [M * i // nb for i in range(nb + 1)]
     tag = uuid.uuid4().hex[:8]

@@ -264,17 +264,18 @@ def _make_collective(name: str, *, n, shape, dtype, layout, offset, threads, axi
     bad = [k for k, v in given.items() if v is not None]
     if bad:
         raise TargetError(f"{full} takes --world-size, --n (elements per rank), --dtype, "
-                          f"--backend, --env and --output E; not {', '.join(bad)}")
+                          f"--backend, --env and --position E; not "
+                          f"{', '.join('--' + k for k in bad)}")
     if device not in (None, "cpu") and not (device == "cuda" and backend == "nccl"):
         raise TargetError(f"{full}: the device follows the backend (gloo and mpi: CPU; nccl: "
                           f"one GPU per rank), got device {device!r}")
     if output is not None:
         if isinstance(output, (tuple, list)):
             if len(output) != 1:
-                raise TargetError(f"{full}: --output takes one element index E")
+                raise TargetError(f"{full}: --position takes one element index E")
             output = output[0]
         if not isinstance(output, (int, np.integer)):
-            raise TargetError(f"{full}: --output takes one element index E, got {output!r}")
+            raise TargetError(f"{full}: --position takes one element index E, got {output!r}")
     from ..collectives.target import CollectiveTarget
 
     return CollectiveTarget(full, world_size=DEFAULT_WORLD_SIZE if world_size is None
