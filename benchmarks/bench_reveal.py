@@ -16,7 +16,10 @@ Cases:
 
 * np.sum fp32 n = 8192 and 16384, np.dot fp32 n = 8192: fpscope's time is
   ``RevealResult.stats.seconds`` of ``fpscope.reveal.reveal(target, replay_samples=0)`` (the
-  tree and its consistency checks; not the accumulator probe, the node arithmetic or the replay);
+  tree and its consistency checks; not the accumulator probe, the node arithmetic or the replay).
+  For np.sum fpscope first proves its built-in candidate trees with one probe per node
+  (fpscope.reveal.candidates; numpy's pairwise sum holds, so FPRev does not run); the rows
+  "FPRev only" run the same reveal with ``candidates=None``, the packed FPRev alone;
   "in op s" is the part of it spent inside the target's calls (the op and the target's copies
   of the probe inputs), the rest is fpscope's own work;
 * numpy.matmul fp32 n x n x n, n = 256 and 1024: fpscope reveals every tree among the n^2
@@ -112,14 +115,15 @@ def _time_op_calls(target) -> list:
     return spans
 
 
-def run_fpscope(name: str, n: int):
+def run_fpscope(name: str, n: int, candidates="auto"):
     """fpscope's reveal: (seconds of the tree and its checks, seconds of those spent inside the
-    op's calls, calls, the tree of output 0 / (0, 0), number of trees among the outputs)."""
+    op's calls, calls, the tree of output 0 / (0, 0), number of trees among the outputs).
+    ``candidates=None``: FPRev only (no candidate trees proven first)."""
     t = make_target(name, n=n)
     spans = _time_op_calls(t)
     try:
         t0 = time.perf_counter()
-        res = reveal(t, replay_samples=0)
+        res = reveal(t, replay_samples=0, candidates=candidates)
     finally:
         t.close()
     end = t0 + res.stats.seconds  # the accumulator and arithmetic probes come after
@@ -246,9 +250,13 @@ def main(argv=None) -> int:
         return 0
     q = args.quick
     big_gemm = 256 if q else 1024
-    cases = [  # label, fpscope target, n, published op, published runs
+    cases = [  # label, fpscope target, n, published op, published runs[, candidates]
         ("np.sum fp32", "numpy.sum", 1024 if q else 8192, pub.NumpySum, args.repeats),
         ("np.sum fp32", "numpy.sum", 2048 if q else 16384, pub.NumpySum, args.repeats),
+        ("np.sum fp32, FPRev only", "numpy.sum", 1024 if q else 8192, pub.NumpySum,
+         args.repeats, None),
+        ("np.sum fp32, FPRev only", "numpy.sum", 2048 if q else 16384, pub.NumpySum,
+         args.repeats, None),
         ("np.dot fp32", "numpy.dot", 1024 if q else 8192, pub.NumpyDot, args.repeats),
         ("matmul fp32, every output", "numpy.matmul", 64 if q else 256, pub.NumpyGEMM,
          args.repeats),
@@ -257,12 +265,12 @@ def main(argv=None) -> int:
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; numpy {np.__version__}; "
           f"load average at start: {load_average()}", flush=True)
     results = []
-    for label, name, n, impl, pub_runs in cases:
+    for label, name, n, impl, pub_runs, *cand in cases:
         fs, fops, ps, calls = [], [], [], None
         tree = None
         for r in range(max(args.repeats, pub_runs)):
             if r < args.repeats:
-                secs, op, fcalls, ftree, ntrees = run_fpscope(name, n)
+                secs, op, fcalls, ftree, ntrees = run_fpscope(name, n, *cand)
                 fs.append(secs)
                 fops.append(op)
                 if tree is None:

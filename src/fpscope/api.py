@@ -184,7 +184,8 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
            device: str | None = None, env: dict | None = None, batched: bool | None = None,
            world_size: int | None = None, backend: str | None = None,
            algorithm: str = "fprev", seed: int = 0, samples: int = 32, accuracy: bool = False,
-           check: bool = True, environment: bool = True, progress=None) -> Revelation:
+           check: bool = True, environment: bool = True, progress=None,
+           candidates="auto") -> Revelation:
     """Reveal the summation tree and node arithmetic of ``target`` (``fpscope reveal``).
 
     Args:
@@ -210,6 +211,12 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
             (:func:`fpscope.environment.capture_environment`, about 0.1-0.3 s); False leaves
             ``record["environment"]`` as ``{"captured": False}`` (the CLI's text output).
         progress: optional ``callback(probes_done, n)``.
+        candidates: trees to prove with n - 1 probes before FPRev runs
+            (:mod:`fpscope.reveal.candidates`): "auto" (the built-in families: numpy's
+            pairwise sum, sequential, recursive halving), a list of SumTree (a record's:
+            ``SumTree.from_json(load_record(path)["tree"])``; then the built-in ones), or None
+            (FPRev only). The tree found is the same either way;
+            ``record["probe"]["checks"]["candidate"]`` names a proven one.
 
     Returns:
         :class:`Revelation`.
@@ -241,7 +248,7 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
     try:
         try:
             res = _reveal(t, algorithm=algorithm, seed=seed, progress=progress,
-                          replay_samples=samples)
+                          replay_samples=samples, candidates=candidates)
         except RevealError as exc:
             if exc.result is None or check:
                 raise

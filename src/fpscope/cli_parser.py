@@ -14,6 +14,7 @@ EPILOG_REVEAL = """examples:
   fpscope reveal numpy.matmul --n 256 --format json > mm.json
   fpscope reveal torch.matmul --shape 1x512x512 --record mv.json
   fpscope reveal numpy.sum --n 64 --format svg -o sum64.svg
+  fpscope reveal numpy.sum --n 1000 --candidate sum1000.json   prove a record's tree first
   fpscope reveal mypkg.kernels:my_sum --n 32
   fpscope reveal numpy.sum --n 430 --dtype fp64 --sweep offset=0:64:8
   fpscope reveal torch.matmul --shape 1x1000x1000 --sweep rows=1,2,4,8,16,32,64
@@ -100,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "communicator); also reports runs whose order changed between calls")
     r.add_argument("--algorithm", default="fprev", choices=["fprev", "basic"],
                    help="fprev (default) or basic (all pairs, for cross-checks)")
+    r.add_argument("--candidate", action="append", metavar="RECORD", default=[],
+                   help="a reveal record (or tree JSON) whose tree is proven first, one probe "
+                   "per node (repeatable); FPRev runs if it does not hold")
+    r.add_argument("--no-candidates", action="store_true",
+                   help="run FPRev without first proving the built-in candidate trees "
+                   "(numpy's pairwise sum, sequential, recursive halving)")
     r.add_argument("--format", default="text", choices=["text", "json", "dot", "svg", "png"],
                    help="what to print or write (default text)")
     r.add_argument("-o", "--output", help="write the --format output to this file instead of stdout")

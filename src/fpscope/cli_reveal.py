@@ -141,6 +141,33 @@ def _sweep_text(console, res, name: str, target: str) -> None:
                       highlight=False)
 
 
+def _candidates(args):
+    """--candidate / --no-candidates as reveal's ``candidates``."""
+    if args.no_candidates and args.candidate:
+        raise UsageError("--candidate and --no-candidates exclude each other")
+    if args.no_candidates:
+        return None
+    if not args.candidate:
+        return "auto"
+    from .record import json_loads
+    from .tree import SumTree, TreeError
+
+    trees = []
+    for path in args.candidate:
+        try:
+            with open(path, encoding="utf-8") as f:
+                obj = json_loads(f.read())
+            trees.append(SumTree.from_json(obj["tree"] if isinstance(obj, dict) and "tree" in obj
+                                           else obj))
+        except OSError as exc:
+            raise UsageError(f"--candidate {path}: {exc.strerror or exc}") from None
+        except (ValueError, TypeError, KeyError, TreeError) as exc:
+            raise UsageError(f"--candidate {path}: not a record or tree JSON "
+                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+                             ) from None
+    return trees
+
+
 def cmd_reveal(args) -> int:
     if args.samples < 0:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
@@ -163,14 +190,19 @@ def cmd_reveal(args) -> int:
         from .render import _check_dot
 
         _check_dot()  # before the probes, not after them
+    candidates = _candidates(args)
     target = _make_target(args)
+    for path, tree in zip(args.candidate, candidates or ()):
+        if tree.n != target.n:
+            target.close()
+            raise UsageError(f"--candidate {path}: its tree has {tree.n} leaves, the op {target.n}")
     try:
         cb, finish = _progress(args.quiet, target.n)
         try:
             keep = bool(args.record or args.format == "json")  # a record leaves the process
             found = api.reveal(target, algorithm=args.algorithm, seed=args.seed, progress=cb,
                                samples=args.samples, check=False, accuracy=keep,
-                               environment=keep)
+                               environment=keep, candidates=candidates)
         except RevealError as exc:
             if exc.kind != "nondeterministic" or not _is_collective(args.target):
                 raise

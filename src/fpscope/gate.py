@@ -94,14 +94,24 @@ def target_from_record(rec: dict, where: str = "record", name: str | None = None
     return make_target(name, **kw)
 
 
-def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES):
+def baseline_candidates(tree) -> list | str:
+    """A baseline's tree as the first candidate of a live reveal (proven with n - 1 probes
+    when the op still adds that way: :mod:`fpscope.reveal.candidates`), then the built-in
+    ones; "auto" where the tree cannot be a candidate (multi-way nodes, a "C" leaf)."""
+    if tree is None or tree.has_c or tree.max_fan_in() > 2:
+        return "auto"
+    return [tree]
+
+
+def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES,
+                  candidates="auto"):
     """Reveal ``target`` and build its reveal record (the same keys as ``fpscope reveal
     --record``, with ``"accuracy"`` measured on ``samples`` inputs per distribution).
 
     Returns:
         (record dict, :class:`fpscope.reveal.RevealResult`, failure): ``failure`` is the
         :class:`fpscope.reveal.RevealError` of a failed replay check (the tree is still
-        recorded), else None.
+        recorded), else None. ``candidates``: as :func:`fpscope.reveal.reveal` takes them.
 
     Raises:
         fpscope.reveal.RevealError: a check failed before a tree was found (nondeterminism,
@@ -113,7 +123,7 @@ def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES)
 
     failure = None
     try:
-        res = reveal(target, seed=seed, replay_samples=samples)
+        res = reveal(target, seed=seed, replay_samples=samples, candidates=candidates)
     except RevealError as exc:
         if getattr(exc, "result", None) is None:
             raise
@@ -335,7 +345,8 @@ def gate(
             raise GateError(f"{baseline}: the tree has {base.tree.n} leaves but the target has "
                             f"{live_target.n}")
         try:
-            live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples)
+            live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples,
+                                                 candidates=baseline_candidates(base.tree))
         except RevealError as exc:  # no live tree: the bits still decide (and say why)
             live_rec, failure = None, exc
         base_classes = classes_of_record(rec)

@@ -98,7 +98,10 @@ def write_reveal_text(console, record: dict, tree, record_path=None) -> None:
     console.print(
         f"probes: {pr['probes']} ({pr['probes'] / max(tree.n, 1):.1f} per leaf) in {pr['calls']} calls, "
         f"{pr['seconds']:.3f} s; mask M=2^{m['M_log2']}, u=2^{m['u_log2']}", highlight=False)
-    passed = _checks_text(pr["checks"])
+    if pr["checks"].get("candidate"):  # how the tree was found
+        console.print(f"tree proven as a candidate: {escape(pr['checks']['candidate'])}",
+                      highlight=False)
+    passed = _checks_text({k: v for k, v in pr["checks"].items() if k != "candidate"})
     if t.get("world_size"):  # a collective's outputs are the buffer's elements
         passed = passed.replace("every output matches", "every element matches")
     console.print(f"checks passed: {passed}", highlight=False)

@@ -15,10 +15,14 @@ from ..tree import SumTree
 from .prober import Prober, RevealError, nan_error
 
 
+def leaf_ranges(tree: SumTree):
+    """The leaves in canonical order (a list; "C" included) and every internal node's range
+    [lo, hi) in it (int64 arrays), from one depth-first pass, kept with the tree. Every internal
+    node covers a contiguous range of the canonical leaf order."""
+    return tree.memo("leaf_ranges", lambda: _leaf_ranges(tree))
+
+
 def _leaf_ranges(tree: SumTree):
-    """One depth-first pass: the leaves in canonical order (a list; "C" included) and every
-    internal node's range [lo, hi) in it (int64 arrays). Every internal node covers a contiguous
-    range of the canonical leaf order."""
     order: list = []
     lo, hi = [], []
     stack = [tree.root]
@@ -52,16 +56,16 @@ def _lca_nodes(order: list, lo_a, hi_a, pairs) -> tuple[np.ndarray, np.ndarray]:
 
 def lca_sizes_of_tree(tree: SumTree, pairs: np.ndarray) -> np.ndarray:
     """l(i, j) of ``tree`` for each (i, j) in ``pairs`` (P, 2); O(nodes) Python, O(P * nodes)
-    numpy work (:func:`_leaf_ranges`: LCA(i, j) is the smallest node whose range holds
+    numpy work (:func:`leaf_ranges`: LCA(i, j) is the smallest node whose range holds
     both)."""
-    order, lo_a, hi_a = _leaf_ranges(tree)
+    order, lo_a, hi_a = leaf_ranges(tree)
     return _lca_nodes(order, lo_a, hi_a, pairs)[1]
 
 
 def lca_leaves_of_tree(tree: SumTree, pairs: np.ndarray) -> list[np.ndarray]:
     """The leaves (sorted int64 indices; "C" left out) under LCA(i, j) of ``tree`` for each
     (i, j) in ``pairs``."""
-    order, lo_a, hi_a = _leaf_ranges(tree)
+    order, lo_a, hi_a = leaf_ranges(tree)
     k, _ = _lca_nodes(order, lo_a, hi_a, pairs)
     return [np.sort(np.asarray([v for v in order[lo_a[x]:hi_a[x]] if not isinstance(v, str)],
                                dtype=np.int64)) for x in k]

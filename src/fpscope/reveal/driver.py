@@ -22,6 +22,7 @@ from ..masks import Mask, choose_mask
 from ..targets.base import Target
 from ..tree import SumTree
 from .algorithms import basic_fprev, fprev
+from .candidates import BUILT_IN, MAX_PROOF_BYTES, MIN_LEAVES, Candidate, of_tree, try_candidates
 from .checks import (
     check_absorbs,
     check_batched,
@@ -75,6 +76,7 @@ def reveal(
     extra_pairs: int = 64,
     replay_samples: int = 32,
     progress: Callable[[int, int], None] | None = None,
+    candidates="auto",
 ) -> RevealResult:
     """Reveal the summation tree of ``target``, check it, and replay it against the op.
 
@@ -93,6 +95,13 @@ def reveal(
         extra_pairs: how many random unprobed pairs to check against the tree.
         replay_samples: random inputs per distribution for the replay check (0 skips it).
         progress: optional callback(probes_done, n).
+        candidates: with algorithm "fprev" on ops probed a row per probe: trees to prove node
+            by node before running FPRev (:mod:`fpscope.reveal.candidates`: n - 1 probes, a
+            proof; FPRev runs when none holds). "auto": the built-in families (numpy's
+            pairwise sum, sequential, recursive halving) for n >= 64; a list of SumTree
+            (binary, no "C") and/or :class:`~fpscope.reveal.candidates.Candidate`: those, then
+            the built-in ones; None or []: FPRev only. ``stats.checks["candidate"]`` names the
+            one proven.
 
     Returns:
         RevealResult (stats.seconds is the wall time of the tree reveal and its checks, without
@@ -125,7 +134,8 @@ def reveal(
         stats.checks["units"] = "ok"
         stats.checks["absorption"] = "ok"
         try:
-            tree = _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats)
+            tree = _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats,
+                                    candidates)
             probes = prober.probes
         except RevealError as exc:
             if not (target.is_matrix and exc.kind == "inconsistent" and prober.mode != "single"):
@@ -227,10 +237,38 @@ def reveal(
     return result
 
 
-def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats) -> SumTree:
+def _candidate_list(candidates, n: int) -> list:
+    if not candidates:
+        return []
+    given = [] if isinstance(candidates, str) else list(candidates)
+    if isinstance(candidates, str) and candidates != "auto":
+        raise ValueError(f"candidates must be 'auto', None or a list of trees, got {candidates!r}")
+    out = []
+    for k, c in enumerate(given):
+        if isinstance(c, SumTree):
+            if c.n != n:
+                raise ValueError(f"candidate tree {k} has {c.n} leaves, the op {n}")
+            c = of_tree(c, f"given tree {k}")
+        elif not isinstance(c, Candidate):
+            raise ValueError(f"candidates hold SumTree or Candidate, got {type(c).__name__}")
+        out.append(c)
+    return out + (list(BUILT_IN) if n >= MIN_LEAVES else [])
+
+
+def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats,
+                     candidates=None) -> SumTree:
     rng = np.random.default_rng(seed + 1)
     prober.prefetch_all()
-    if algorithm == "basic":
+    proven = None
+    cands = _candidate_list(candidates, prober.n)
+    if cands and algorithm == "fprev" and prober.mode == "rows" and prober.table is None and \
+            not hasattr(prober.target, "evaluate_scan") and \
+            prober.n * prober.n * prober.dtype.itemsize <= MAX_PROOF_BYTES:
+        proven = try_candidates(prober, cands, np.random.default_rng(seed + 2), progress)
+    if proven is not None:
+        nested, name = proven
+        stats.checks["candidate"] = f"{name}: all {prober.n - 1} nodes proven, one probe each"
+    elif algorithm == "basic":
         nested = basic_fprev(prober)
     elif algorithm == "fprev":
         nested = None
