@@ -17,7 +17,8 @@ FPRev (a fixed tree of rounded additions; the reveal's other checks test them).
 Candidates are tried only on ops probed one row per probe (``Prober.mode == "rows"``) and
 while the proof's rows hold at most MAX_PROOF_BYTES of inputs (n^2 elements): a few
 random nodes of every candidate first, in one call; the first candidate that passes is then
-proven node by node (stopping at the first node that disagrees). Families: numpy's pairwise
+proven node by node (stopping at the first node that disagrees). Whole-array sums of F and T
+layouts try the families over the elements' memory order. Families: numpy's pairwise
 summation (``pairwise_sum`` in numpy/_core/src/umath/loops_utils.h.src: blocks of at most 128
 elements, 8 lanes with stride 8 combined ((0+1)+(2+3))+((4+5)+(6+7)), the n % 8 tail added
 one at a time, blocks split at n2 = n//2 - (n//2) % 8), the left-to-right sequential sum and
@@ -59,6 +60,8 @@ class Candidate:
     nodes: Callable[[int], tuple]
     build: Callable[[int], object]
     order: Callable[[int], np.ndarray] | None = None
+    #: whether ``build`` gives canonical nested tuples (else SumTree() sorts them)
+    canonical: bool = True
 
 
 # -- node tables, built with numpy (no tree needed to screen a candidate) ------------------------
@@ -218,6 +221,26 @@ def leaf_ranges_of(c: Candidate, n: int, nodes: tuple) -> tuple:
     return order.tolist(), lo, lo + nodes[2]
 
 
+def over_memory_order(c: Candidate, perm: np.ndarray, layout: str) -> Candidate:
+    """``c`` applied to the elements in memory order: leaf k of ``c``'s tree (the k-th element
+    in memory) becomes the logical index ``perm[k]`` (whole-array sums of F and T layouts:
+    :func:`fpscope.summary.memory._memory_permutation`)."""
+    from ..summary.stats import _relabel
+
+    rank = perm.tolist()
+
+    def nodes(n):
+        p, w, size = c.nodes(n)
+        return perm[p], perm[w], size
+
+    def build(n):
+        root = c.build(n)
+        return rank[root] if isinstance(root, int) else _relabel(root, rank)
+
+    return Candidate(f"{c.name}, over memory order ({layout} layout)", nodes, build,
+                     canonical=False)
+
+
 def of_tree(tree: SumTree, name: str = "the given tree") -> Candidate:
     """A caller's tree as a candidate (binary, no "C" leaf; else ValueError)."""
     from .checks import leaf_ranges
@@ -262,7 +285,7 @@ def try_candidates(prober: Prober, candidates: Sequence[Candidate], rng,
             if progress is not None:
                 progress(done, n)
         if done == n - 1:
-            tree = SumTree.from_canonical(c.build(n), n)
+            tree = SumTree.from_canonical(c.build(n), n) if c.canonical else SumTree(c.build(n))
             if c.order is not None:  # the checks' LCA sizes without a walk over the tree
                 ranges = leaf_ranges_of(c, n, (p, w, size))
                 tree.memo("leaf_ranges", lambda: ranges)

@@ -22,7 +22,8 @@ from ..masks import Mask, choose_mask
 from ..targets.base import Target
 from ..tree import SumTree
 from .algorithms import basic_fprev, fprev
-from .candidates import BUILT_IN, MAX_PROOF_BYTES, MIN_LEAVES, Candidate, of_tree, try_candidates
+from .candidates import (BUILT_IN, MAX_PROOF_BYTES, MIN_LEAVES, Candidate, of_tree,
+                         over_memory_order, try_candidates)
 from .checks import (
     check_absorbs,
     check_batched,
@@ -237,7 +238,7 @@ def reveal(
     return result
 
 
-def _candidate_list(candidates, n: int) -> list:
+def _candidate_list(candidates, n: int, spec: dict | None = None) -> list:
     if not candidates:
         return []
     given = [] if isinstance(candidates, str) else list(candidates)
@@ -252,7 +253,15 @@ def _candidate_list(candidates, n: int) -> list:
         elif not isinstance(c, Candidate):
             raise ValueError(f"candidates hold SumTree or Candidate, got {type(c).__name__}")
         out.append(c)
-    return out + (list(BUILT_IN) if n >= MIN_LEAVES else [])
+    if n < MIN_LEAVES:
+        return out
+    from ..summary.memory import _memory_permutation, array_order
+
+    layout = array_order(spec or {})
+    perm = _memory_permutation(layout["shape"], layout["order"], n) if layout else None
+    if perm is None:
+        return out + list(BUILT_IN)
+    return out + [over_memory_order(c, perm, layout["order"]) for c in BUILT_IN]
 
 
 def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats,
@@ -260,7 +269,7 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
     rng = np.random.default_rng(seed + 1)
     prober.prefetch_all()
     proven = None
-    cands = _candidate_list(candidates, prober.n)
+    cands = _candidate_list(candidates, prober.n, prober.target.spec())
     if cands and algorithm == "fprev" and prober.mode == "rows" and prober.table is None and \
             not hasattr(prober.target, "evaluate_scan") and \
             prober.n * prober.n * prober.dtype.itemsize <= MAX_PROOF_BYTES:
