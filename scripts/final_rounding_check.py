@@ -14,7 +14,7 @@ puts every product within 2^4, and a window of 25 bits below it holds every e4m3
 
 Used on the public B200 recordings of Khattak and Mikaitis (github.com/north-numerical-computing/
 MATLAB-tensor-core, model_validation/B200/E4M3; a and b are not published there): see the
-blackwell-e4m3 notes in fpscope/profile.py.
+blackwell-e4m3 notes in fpscope/presets.py.
 
 Usage: python scripts/final_rounding_check.py FOLDER [--grid-exp E] [--limit N]
 FOLDER holds c_<GPU>_fp32.txt and d_<GPU>_fp32.txt, one fp32 word per line as a 32-character

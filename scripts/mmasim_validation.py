@@ -539,7 +539,7 @@ def e_zero_cases(preset: str) -> list[tuple[str, list, list]]:
     (products are never below 2^-32), e4m3 and narrower with fp16 output, lossless profiles,
     and the "pairwise" and "two-stage" nodes (AMD CDNA2 / CDNA3: no fused window with zero
     terms; the two-stage node's zero-c exponent cannot change an output, see
-    fpscope/profile.py). Block-scaled presets: their e_zero cases need scales
+    fpscope/presets.py). Block-scaled presets: their e_zero cases need scales
     (:func:`scale_cases`).
     """
     prof = PRESETS[preset]

@@ -77,7 +77,7 @@ that a scale decides (e_zero under tiny scales, the window at a scaled exponent,
 overflow, a group aligned at its scale's exponent, a cancelled group, ue4m3 subnormal and zero
 scales), and ``test_scale_case`` checks that mmasim agrees, and that the variant (one field
 changed, or other inputs that mmasim runs too) gives other bits. Left out (see
-fpscope/profile.py): FP64/FP32 FMA chains.
+fpscope/presets.py): FP64/FP32 FMA chains.
 """
 
 import importlib.util

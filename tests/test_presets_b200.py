@@ -1,6 +1,6 @@
 """Blackwell B200 (sm_100) ``mma.sync`` fp8 presets: blackwell-{e4m3,e5m2}[-fp16out].
 
-Source: Khattak and Mikaitis, arXiv 2512.07004, and their MATLAB B200 model (fpscope/profile.py
+Source: Khattak and Mikaitis, arXiv 2512.07004, and their MATLAB B200 model (fpscope/presets.py
 restates it). :func:`source_model` below is that model
 written out with exact rationals, independently of fpscope's engines: two fused steps of 16
 products (k = 0, 1 mod 4 from zero, then k = 2, 3 mod 4 on the first step's result), each cut at

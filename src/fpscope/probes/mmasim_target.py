@@ -94,7 +94,7 @@ def _nv_shape(preset: str) -> tuple[str, str, str]:
 
 #: Presets without an mmasim 2.1.1 instruction model, and why: B200 (sm_100) mma.sync with fp8
 #: operands (mmasim's sm_100 mma list holds the sm_80 / sm_75 shapes only; these presets follow
-#: the Khattak-Mikaitis B200 model, fpscope/profile.py).
+#: the Khattak-Mikaitis B200 model, fpscope/presets.py).
 NO_MODEL: dict[str, str] = {
     p: "mmasim has no Blackwell (sm_100) mma.sync fp8 model" for p in (
         "blackwell-e4m3", "blackwell-e4m3-fp16out", "blackwell-e5m2", "blackwell-e5m2-fp16out")}
