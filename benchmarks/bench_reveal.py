@@ -161,8 +161,10 @@ def phases_report(repeats: int, quick: bool = False) -> None:
             finally:
                 t.close()
             runs.append({**res.stats.phases, "total": total})
-        med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in (*PHASES, "total")}
-        print(f"{name:28s} {n:6d} " + " ".join(f"{med[p]:15.3f}" for p in PHASES)
+        med = {k: statistics.median(r[k] for r in runs) for k in (*PHASES, "total")
+               if all(k in r for r in runs)}  # a phase the op has not (products): "-"
+        print(f"{name:28s} {n:6d} " + " ".join(f"{med[p]:15.3f}" if p in med else f"{'-':>15s}"
+                                               for p in PHASES)
               + f" {med['total']:8.3f}", flush=True)
 
 

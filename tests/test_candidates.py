@@ -2,6 +2,8 @@
 families.py build, their node tables are those trees' nodes, a candidate is reported only when
 every node is proven, and the tree found is FPRev's."""
 
+import json
+
 import numpy as np
 import pytest
 from families import numpy_pairwise_sum_tree, pairwise_split, random_tree, seq_fold
@@ -118,13 +120,26 @@ def test_given_trees_are_proven_first_and_checked():
     tree = random_tree(n, rng)
     other = random_tree(n, rng)
     res = reveal(SimulatedSum(tree), replay_samples=0, candidates=[other, tree])
-    assert res.tree == tree and res.stats.checks["candidate"].startswith("given tree 1")
-    with pytest.raises(ValueError, match="has 10 leaves, the op 300"):
+    assert res.tree == tree and res.stats.checks["candidate"].startswith("candidates[1]")
+    assert res.algorithm == "candidate"
+    assert res.stats.checks["candidates_rejected"].startswith("candidates[0]: leaves x")
+    res = reveal(SimulatedSum(tree), replay_samples=0, candidates=tree)  # one tree, no list
+    assert res.stats.checks["candidate"].startswith("candidates[0]")
+    res = reveal(SimulatedSum(numpy_pairwise_sum_tree(n)), replay_samples=0, candidates=[])
+    assert res.stats.checks["candidate"].startswith("numpy's pairwise")  # []: the built-ins
+    res = reveal(SimulatedSum(tree), replay_samples=0, candidates=None)
+    assert res.algorithm == "fprev" and "candidate" not in res.stats.checks
+    with pytest.raises(ValueError, match="algorithm 'basic' takes none"):
+        reveal(SimulatedSum(SumTree.sequential(8)), algorithm="basic",
+               candidates=[SumTree.sequential(8)])
+    with pytest.raises(ValueError, match=r"candidates\[0\] has 10 leaves, the op 300"):
         reveal(SimulatedSum(tree), candidates=[SumTree.sequential(10)])
     with pytest.raises(ValueError, match="must be binary"):
         reveal(SimulatedSum(tree), candidates=[random_tree(n, rng, max_fan_in=4)])
     with pytest.raises(ValueError, match="candidates must be"):
         reveal(SimulatedSum(tree), candidates="numpy")
+    with pytest.raises(ValueError, match="candidates must be"):
+        reveal(SimulatedSum(tree), candidates=3)
     with pytest.raises(ValueError, match="hold SumTree or Candidate"):
         reveal(SimulatedSum(tree), candidates=[[0, 1]])
 
@@ -151,6 +166,11 @@ def test_api_record_names_the_candidate_and_none_turns_them_off():
     assert "candidate" not in rec["probe"]["checks"]
 
 
+def _flat(text: str) -> str:
+    """The terminal text with its line wraps undone."""
+    return " ".join(text.split())
+
+
 def test_cli_candidate_record_no_candidates_and_bad_input(tmp_path, capsys):
     from fpscope.cli import main
 
@@ -161,16 +181,34 @@ def test_cli_candidate_record_no_candidates_and_bad_input(tmp_path, capsys):
     assert "tree proven as a candidate: numpy's pairwise summation" in out
     assert main(["reveal", "numpy.sum", "--n", "300", "--samples", "4", "--candidate",
                  str(rec)]) == 0
-    assert "tree proven as a candidate: given tree 0: all 299 nodes proven" in \
-        capsys.readouterr().out
+    assert f"tree proven as a candidate: the tree of {rec}: all 299 nodes proven" in \
+        _flat(capsys.readouterr().out)
+    # a tree that does not hold, and an op that takes no candidates: named, FPRev runs
+    seq = tmp_path / "seq.json"
+    seq.write_text(json.dumps({"tree": SumTree.sequential(300).to_json()}))
+    assert main(["reveal", "numpy.sum", "--n", "300", "--samples", "4", "--candidate",
+                 str(seq)]) == 0
+    out = _flat(capsys.readouterr().out)
+    assert f"note: candidate not used: the tree of {seq}: leaves x" in out
+    assert "tree proven as a candidate: numpy's pairwise" in out
+    mm = tmp_path / "mm.json"
+    mm.write_text(json.dumps({"tree": SumTree.sequential(16).to_json()}))
+    assert main(["reveal", "numpy.matmul", "--n", "16", "--samples", "4", "--candidate",
+                 str(mm)]) == 0
+    assert "candidate not used: not tried: only ops probed one row per probe" in \
+        _flat(capsys.readouterr().out)
     assert main(["reveal", "numpy.sum", "--n", "300", "--samples", "4",
                  "--no-candidates"]) == 0
     assert "proven as a candidate" not in capsys.readouterr().out
     (tmp_path / "bad.json").write_text("not json")
     for args, msg in ((["--n", "299", "--candidate", str(rec)], "its tree has 300 leaves"),
                       (["--candidate", str(tmp_path / "none.json")], "No such file"),
-                      (["--candidate", str(tmp_path / "bad.json")], "not a record or tree"),
-                      (["--candidate", str(rec), "--no-candidates"], "exclude each other")):
+                      (["--candidate", str(tmp_path / "bad.json")], "not a reveal record or tree"),
+                      (["--candidate", str(rec), "--no-candidates"], "exclude each other"),
+                      (["--candidate", str(rec), "--sweep", "n=8,16"], "not to --sweep"),
+                      (["--candidate", str(rec), "--runs", "2"], "not to --runs"),
+                      (["--candidate", str(rec), "--algorithm", "basic"],
+                       "not to --algorithm basic")):
         assert main(["reveal", "numpy.sum", *args]) == 2, args
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
@@ -188,7 +226,8 @@ def test_gate_and_pin_order_prove_the_baseline_tree_first(tmp_path, monkeypatch)
     res = gate(base, samples=8, record=live)
     assert res.passed
     checks = fpscope.load_record(live)["probe"]["checks"]
-    assert checks["candidate"].startswith("given tree 0: all 499 nodes proven")
+    assert checks["candidate"].startswith(f"the baseline's tree ({base}): all 499 nodes proven")
+    assert f"live tree proven as a candidate: the baseline's tree ({base})" in res.to_text()
     seen = []
     reveal_pkg = sys.modules["fpscope.reveal"]  # the package (fpscope.reveal is the API call)
     real = reveal_pkg.reveal
@@ -199,7 +238,9 @@ def test_gate_and_pin_order_prove_the_baseline_tree_first(tmp_path, monkeypatch)
 
     monkeypatch.setattr(reveal_pkg, "reveal", spy)
     tree = assert_same_order("numpy.sum", base, n=500)
-    assert seen == [[tree]]
+    (given,) = seen
+    assert len(given) == 1 and given[0].build(500) == tree.root
+    assert given[0].name == f"the baseline's tree ({base})"
     assert baseline_candidates(SumTree((0, 1, 2))) == "auto"  # multi-way: not a candidate
     assert baseline_candidates(None) == "auto"
 

@@ -291,7 +291,6 @@ def test_lockstep_classes_equal_one_class_at_a_time():
         calls_together = caller.calls
         for k in range(sh.K):  # one class alone, its pairs on its own rows only
             alone = cl._Shared(caller, labels)
-            c0 = caller.calls
             nested, _ = cl._fprev_all(_OnlyClass(alone, k), K, 0)
             assert SumTree(nested[0]) == SumTree(together[k]) == trees[which(*np.argwhere(labels == k)[0])]
         assert len(classes) == len({c.tree.key() for c in classes})

@@ -212,11 +212,15 @@ def reveal(target, *, n: int | None = None, shape=None, dtype: str | None = None
             ``record["environment"]`` as ``{"captured": False}`` (the CLI's text output).
         progress: optional ``callback(probes_done, n)``.
         candidates: trees to prove with n - 1 probes before FPRev runs
-            (:mod:`fpscope.reveal.candidates`): "auto" (the built-in families: numpy's
-            pairwise sum, sequential, recursive halving), a list of SumTree (a record's:
-            ``SumTree.from_json(load_record(path)["tree"])``; then the built-in ones), or None
-            (FPRev only). The tree found is the same either way;
-            ``record["probe"]["checks"]["candidate"]`` names a proven one.
+            (:mod:`fpscope.reveal.candidates`; ops probed one row per probe, algorithm
+            "fprev"): "auto" (the built-in families from n = 64: numpy's pairwise sum,
+            sequential, recursive halving), a SumTree or a list of them (a record's:
+            ``SumTree.from_json(load_record(path)["tree"])``; then the built-in ones; [] is
+            "auto"), or None (FPRev only). The tree found is the same either way;
+            ``record["probe"]["checks"]["candidate"]`` names a proven one, and
+            ``["candidates_rejected"]`` says why a given tree was not used (the first node
+            that disagrees, or why none could be tried). ValueError: a tree of another n, a
+            multi-way tree, candidates with algorithm "basic".
 
     Returns:
         :class:`Revelation`.

@@ -142,13 +142,18 @@ def _sweep_text(console, res, name: str, target: str) -> None:
 
 
 def _candidates(args):
-    """--candidate / --no-candidates as reveal's ``candidates``."""
+    """--candidate / --no-candidates as reveal's ``candidates``: "auto", None or a list of
+    (path, SumTree)."""
     if args.no_candidates and args.candidate:
         raise UsageError("--candidate and --no-candidates exclude each other")
     if args.no_candidates:
         return None
     if not args.candidate:
         return "auto"
+    for flag, given in (("--sweep", args.sweep), ("--runs", args.runs is not None),
+                        ("--algorithm basic", args.algorithm != "fprev")):
+        if given:
+            raise UsageError(f"--candidate applies to one reveal with FPRev, not to {flag}")
     from .record import json_loads
     from .tree import SumTree, TreeError
 
@@ -157,12 +162,12 @@ def _candidates(args):
         try:
             with open(path, encoding="utf-8") as f:
                 obj = json_loads(f.read())
-            trees.append(SumTree.from_json(obj["tree"] if isinstance(obj, dict) and "tree" in obj
-                                           else obj))
+            trees.append((path, SumTree.from_json(
+                obj["tree"] if isinstance(obj, dict) and "tree" in obj else obj)))
         except OSError as exc:
             raise UsageError(f"--candidate {path}: {exc.strerror or exc}") from None
         except (ValueError, TypeError, KeyError, TreeError) as exc:
-            raise UsageError(f"--candidate {path}: not a record or tree JSON "
+            raise UsageError(f"--candidate {path}: not a reveal record or tree JSON "
                              f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
                              ) from None
     return trees
@@ -171,6 +176,7 @@ def _candidates(args):
 def cmd_reveal(args) -> int:
     if args.samples < 0:
         raise UsageError(f"--samples must be 0 or more, got {args.samples}")
+    candidates = _candidates(args)  # refuses --candidate beside --sweep, --runs, basic
     if args.sweep:
         if args.runs:
             raise UsageError("--runs and --sweep do not combine; sweep first, then repeat a "
@@ -190,12 +196,16 @@ def cmd_reveal(args) -> int:
         from .render import _check_dot
 
         _check_dot()  # before the probes, not after them
-    candidates = _candidates(args)
     target = _make_target(args)
-    for path, tree in zip(args.candidate, candidates or ()):
-        if tree.n != target.n:
-            target.close()
-            raise UsageError(f"--candidate {path}: its tree has {tree.n} leaves, the op {target.n}")
+    if isinstance(candidates, list):
+        from .reveal.candidates import of_tree
+
+        for path, tree in candidates:
+            if tree.n != target.n:
+                target.close()
+                raise UsageError(f"--candidate {path}: its tree has {tree.n} leaves, the op "
+                                 f"{target.n}")
+        candidates = [of_tree(tree, f"the tree of {path}") for path, tree in candidates]
     try:
         cb, finish = _progress(args.quiet, target.n)
         try:

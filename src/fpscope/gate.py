@@ -94,13 +94,16 @@ def target_from_record(rec: dict, where: str = "record", name: str | None = None
     return make_target(name, **kw)
 
 
-def baseline_candidates(tree) -> list | str:
+def baseline_candidates(tree, label: str = "baseline") -> list | str:
     """A baseline's tree as the first candidate of a live reveal (proven with n - 1 probes
     when the op still adds that way: :mod:`fpscope.reveal.candidates`), then the built-in
-    ones; "auto" where the tree cannot be a candidate (multi-way nodes, a "C" leaf)."""
+    ones; "auto" where the tree cannot be a candidate (multi-way nodes, a "C" leaf).
+    ``label`` names the baseline in the record's ``probe.checks.candidate``."""
+    from .reveal.candidates import of_tree
+
     if tree is None or tree.has_c or tree.max_fan_in() > 2:
         return "auto"
-    return [tree]
+    return [of_tree(tree, f"the baseline's tree ({label})")]
 
 
 def reveal_record(target: Target, seed: int = 0, samples: int = DEFAULT_SAMPLES,
@@ -346,7 +349,8 @@ def gate(
                             f"{live_target.n}")
         try:
             live_rec, _, failure = reveal_record(live_target, seed=seed, samples=samples,
-                                                 candidates=baseline_candidates(base.tree))
+                                                 candidates=baseline_candidates(
+                                                     base.tree, str(baseline)))
         except RevealError as exc:  # no live tree: the bits still decide (and say why)
             live_rec, failure = None, exc
         base_classes = classes_of_record(rec)
@@ -378,6 +382,9 @@ def gate(
     else:
         d = diff_trees(base, side_from_record(live_rec, "live"), seed=seed)  # classes too
         acc = live_rec.get("accuracy")
+        live_checks = (live_rec.get("probe") or {}).get("checks") or {}
+        if live_checks.get("candidate"):  # how the live tree was found
+            notes.append(f"live tree proven as a candidate: {live_checks['candidate']}")
     if failure is not None:
         notes.append(f"note: the live tree does not replay bit for bit: {failure}")
     differ = bits["samples"] - bits["matched"]

@@ -101,7 +101,11 @@ def write_reveal_text(console, record: dict, tree, record_path=None) -> None:
     if pr["checks"].get("candidate"):  # how the tree was found
         console.print(f"tree proven as a candidate: {escape(pr['checks']['candidate'])}",
                       highlight=False)
-    passed = _checks_text({k: v for k, v in pr["checks"].items() if k != "candidate"})
+    if pr["checks"].get("candidates_rejected"):  # the caller's trees that did not hold
+        console.print(f"[yellow]note:[/yellow] candidate not used: "
+                      f"{escape(pr['checks']['candidates_rejected'])}", highlight=False)
+    passed = _checks_text({k: v for k, v in pr["checks"].items()
+                           if k not in ("candidate", "candidates_rejected")})
     if t.get("world_size"):  # a collective's outputs are the buffer's elements
         passed = passed.replace("every output matches", "every element matches")
     console.print(f"checks passed: {passed}", highlight=False)

@@ -164,7 +164,8 @@ def assert_same_order(target_name, baseline, *, seed: int | None = None,
         raise AssertionError(f"{name}: the live op has {target.n} leaves, {label} {base.tree.n}")
     seed = 0 if seed is None else seed
     try:
-        res = _reveal_open(target, seed, base.tree)
+        res = _reveal_open(target, seed, base.tree,
+                           "a SumTree" if label == "the baseline tree" else label[13:])
         live = _live_side(target, res, seed) if base.arith is not None else \
             Side("live", tree=res.tree, arith=res.arithmetic)
     finally:
@@ -190,14 +191,14 @@ def assert_same_order(target_name, baseline, *, seed: int | None = None,
                          f"{d.to_text()}")
 
 
-def _reveal_open(target, seed: int, baseline_tree=None):
+def _reveal_open(target, seed: int, baseline_tree=None, label: str = "baseline"):
     """Reveal without closing the target (the live record needs its spec afterwards); the
     baseline's tree is proven first (n - 1 probes when the op still adds that way)."""
     from .gate import baseline_candidates
     from .reveal import reveal
 
     return reveal(target, seed=seed, replay_samples=0,
-                  candidates=baseline_candidates(baseline_tree))
+                  candidates=baseline_candidates(baseline_tree, label))
 
 
 def _truthy(value: str | None) -> bool:

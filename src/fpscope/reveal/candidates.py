@@ -254,12 +254,14 @@ def of_tree(tree: SumTree, name: str = "the given tree") -> Candidate:
 
 
 def try_candidates(prober: Prober, candidates: Sequence[Candidate], rng,
-                   progress=None) -> tuple[SumTree, str] | None:
+                   progress=None, rejected: list | None = None) -> tuple[SumTree, str] | None:
     """The first candidate whose every node the op confirms, as (tree, its name), or None.
 
     One call screens SCREEN_NODES random nodes of every candidate; the first that passes is
     proven on all n - 1 nodes (calls of PROOF_CHUNK pairs, stopping at a node that disagrees),
     then the next that passed, and so on. ``progress(probes, n)`` after each call of the proof.
+    ``rejected``, when given, receives (name, why) for every candidate found not to hold (the
+    first node that disagrees: its leaves p, w and both sizes).
     """
     n = prober.n
     tables, screens = [], []
@@ -272,14 +274,23 @@ def try_candidates(prober: Prober, candidates: Sequence[Candidate], rng,
         screens.append(pick)
     pairs = np.concatenate([np.stack([t[0][s], t[1][s]], axis=1) for t, s in zip(tables, screens)])
     got = np.split(prober.lca_sizes(pairs), np.cumsum([len(s) for s in screens])[:-1])
+    def reject(c, p, w, size, l, idx):
+        k = int(np.flatnonzero(l != size[idx])[0])
+        if rejected is not None:
+            j = idx[k]
+            rejected.append((c.name, f"leaves x{p[j]} and x{w[j]} meet in {l[k]} leaves, the "
+                                     f"tree says {size[j]}"))
+
     for c, (p, w, size), s, l in zip(candidates, tables, screens, got):
         if not np.array_equal(l, size[s]):
+            reject(c, p, w, size, l, s)
             continue
         done = 0
         for lo in range(0, n - 1, PROOF_CHUNK):
             hi = min(lo + PROOF_CHUNK, n - 1)
             l = prober.lca_sizes(np.stack([p[lo:hi], w[lo:hi]], axis=1))
             if not np.array_equal(l, size[lo:hi]):
+                reject(c, p, w, size, l, np.arange(lo, hi))
                 break
             done = hi
             if progress is not None:

@@ -98,11 +98,13 @@ def reveal(
         progress: optional callback(probes_done, n).
         candidates: with algorithm "fprev" on ops probed a row per probe: trees to prove node
             by node before running FPRev (:mod:`fpscope.reveal.candidates`: n - 1 probes, a
-            proof; FPRev runs when none holds). "auto": the built-in families (numpy's
-            pairwise sum, sequential, recursive halving) for n >= 64; a list of SumTree
-            (binary, no "C") and/or :class:`~fpscope.reveal.candidates.Candidate`: those, then
-            the built-in ones; None or []: FPRev only. ``stats.checks["candidate"]`` names the
-            one proven.
+            proof; FPRev runs when none holds). "auto" or []: the built-in families (numpy's
+            pairwise sum, sequential, recursive halving) for n >= 64; a SumTree (binary, no
+            "C"), a Candidate or a list of them: those, then the built-in ones; None: FPRev
+            only. ``stats.checks["candidate"]`` names the one proven (``result.algorithm`` is
+            then "candidate"); ``stats.checks["candidates_rejected"]`` says why given ones
+            were not used. ValueError: a given tree of another n or with multi-way nodes, or
+            given candidates with algorithm "basic".
 
     Returns:
         RevealResult (stats.seconds is the wall time of the tree reveal and its checks, without
@@ -178,7 +180,8 @@ def reveal(
                 class_rows_evaluator(target, classes[0].mask) if classes else None)
     acc = detect_accumulator(target, tree, evaluate=evaluate)
     stats.phases["accumulator"] = time.perf_counter() - t1
-    result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=algorithm, accumulator=acc)
+    found_by = "candidate" if "candidate" in stats.checks else algorithm
+    result = RevealResult(tree=tree, mask=mask, stats=stats, algorithm=found_by, accumulator=acc)
     if acc.get("format") and not mask.absorbs(n, get_format(acc["format"])):
         raise RevealError(
             "mask",
@@ -238,21 +241,35 @@ def reveal(
     return result
 
 
-def _candidate_list(candidates, n: int, spec: dict | None = None) -> list:
-    if not candidates:
+def _given_candidates(candidates, n: int) -> list:
+    """The caller's candidates (``reveal(candidates=...)``) as Candidate objects."""
+    if candidates is None or (isinstance(candidates, str) and candidates == "auto"):
         return []
-    given = [] if isinstance(candidates, str) else list(candidates)
-    if isinstance(candidates, str) and candidates != "auto":
+    if isinstance(candidates, str):
         raise ValueError(f"candidates must be 'auto', None or a list of trees, got {candidates!r}")
+    if isinstance(candidates, (SumTree, Candidate)):
+        candidates = [candidates]
+    try:
+        given = list(candidates)
+    except TypeError:
+        raise ValueError(f"candidates must be 'auto', None or a list of trees, got "
+                         f"{type(candidates).__name__}") from None
     out = []
     for k, c in enumerate(given):
         if isinstance(c, SumTree):
             if c.n != n:
-                raise ValueError(f"candidate tree {k} has {c.n} leaves, the op {n}")
-            c = of_tree(c, f"given tree {k}")
+                raise ValueError(f"candidates[{k}] has {c.n} leaves, the op {n}")
+            c = of_tree(c, f"candidates[{k}]")
         elif not isinstance(c, Candidate):
             raise ValueError(f"candidates hold SumTree or Candidate, got {type(c).__name__}")
         out.append(c)
+    return out
+
+
+def _candidate_list(candidates, n: int, spec: dict | None = None) -> list:
+    if candidates is None:
+        return []
+    out = _given_candidates(candidates, n)
     if n < MIN_LEAVES:
         return out
     from ..summary.memory import _memory_permutation, array_order
@@ -269,11 +286,28 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
     rng = np.random.default_rng(seed + 1)
     prober.prefetch_all()
     proven = None
+    given = _given_candidates(candidates, prober.n)
+    if given and algorithm != "fprev":
+        raise ValueError(f"candidate trees are proven before FPRev; algorithm {algorithm!r} "
+                         f"takes none")
     cands = _candidate_list(candidates, prober.n, prober.target.spec())
-    if cands and algorithm == "fprev" and prober.mode == "rows" and prober.table is None and \
-            not hasattr(prober.target, "evaluate_scan") and \
-            prober.n * prober.n * prober.dtype.itemsize <= MAX_PROOF_BYTES:
-        proven = try_candidates(prober, cands, np.random.default_rng(seed + 2), progress)
+    why_not = (None if prober.mode == "rows" and prober.table is None else
+               "only ops probed one row per probe (not matrix ops or collectives) take them")
+    if why_not is None and hasattr(prober.target, "evaluate_scan"):
+        why_not = "scans take none"
+    if why_not is None and prober.n * prober.n * prober.dtype.itemsize > MAX_PROOF_BYTES:
+        why_not = (f"n = {prober.n}: the proof would read more than {MAX_PROOF_BYTES >> 30} GiB "
+                   f"of probe input")
+    if cands and algorithm == "fprev" and why_not is None:
+        rejected: list = []
+        proven = try_candidates(prober, cands, np.random.default_rng(seed + 2), progress,
+                                rejected)
+        failed = [f"{name}: {why}" for name, why in rejected
+                  if any(name == c.name for c in given)]
+        if failed:  # the caller's trees that do not hold, and why
+            stats.checks["candidates_rejected"] = "; ".join(failed)
+    elif given:
+        stats.checks["candidates_rejected"] = f"not tried: {why_not}"
     if proven is not None:
         nested, name = proven
         stats.checks["candidate"] = f"{name}: all {prober.n - 1} nodes proven, one probe each"
