@@ -255,7 +255,7 @@ def test_no_node_fits_gives_the_nearest_profile_and_the_samples_it_misses():
     text = rep.to_text()
     assert "nearest (NOT reproducing" in text and "first sample it misses" in text
     assert Profile.from_dict(rep.to_dict()["nearest"]).to_dict() == near.to_dict()
-    from fpscope.report import probe_page
+    from fpscope.report_probe import probe_page
 
     page = probe_page(rep.to_dict())
     assert "Nearest profile" in page and node.evidence[0]["meaning"] in page

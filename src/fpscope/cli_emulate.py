@@ -246,7 +246,7 @@ def cmd_probe(args) -> int:
     if args.format == "json":
         sys.stdout.write(json.dumps(rep.to_dict(), indent=2) + "\n")
     elif args.format == "html":
-        from .report import probe_page
+        from .report_probe import probe_page
 
         sys.stdout.write(probe_page(rep.to_dict(), env))
     else:
