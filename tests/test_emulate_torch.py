@@ -293,6 +293,14 @@ def test_unsupported_dtype_device_and_ops_are_refused_with_a_reason():
             torch.nn.functional.scaled_dot_product_attention(*(x32.half()[None],) * 3)
         with pytest.raises(RuntimeError):  # torch's own shape check
             torch.mm(x32.half(), x32.half())
+        # through @ the reason survives (a TypeError there would become "unsupported operand")
+        from fpscope.emulate.torch_mode import OperatorNotEmulatedError
+
+        with pytest.raises(OperatorNotEmulatedError,
+                           match=r"Tensor\.matmul on torch\.float32 tensors is not emulated"):
+            x32 @ x32.T
+        with pytest.raises(OperatorNotEmulatedError, match="1-D operand"):
+            x32.half() @ torch.ones(16, dtype=F16)
     with E.emulating("hopper-fp16", strict=False) as mode:
         r = torch.mm(x32, x32.T)
         torch.einsum("ij,kj->ik", x32.half(), x32.half())

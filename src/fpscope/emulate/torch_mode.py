@@ -70,7 +70,7 @@ from collections import Counter
 
 import numpy as np
 
-__all__ = ["BIAS_MODES", "NOT_EMULATED", "emulating"]
+__all__ = ["BIAS_MODES", "NOT_EMULATED", "OperatorNotEmulatedError", "emulating"]
 
 #: How C (addmm / baddbmm input, linear bias) is added; see the module docstring.
 BIAS_MODES = ("epilogue", "accumulator", "separate")
@@ -160,8 +160,9 @@ def emulating(profile, *, strict: bool = True, bias: str = "epilogue", engine: s
             profiles`` lists them), a :class:`fpscope.profile.Profile`, or a path to a profile
             JSON file.
         strict: True: a call the context cannot emulate raises (TypeError for a dtype, device,
-            1-D operand, argument or op that is not emulated; ValueError for alpha / beta
-            values not modelled). False: such calls run with torch's own arithmetic and are
+            1-D operand, argument or op that is not emulated; :class:`OperatorNotEmulatedError`,
+            a RuntimeError, for the same through ``@`` and ``Tensor.matmul``; ValueError for alpha /
+            beta values not modelled). False: such calls run with torch's own arithmetic and are
             counted in ``mode.passed_through``.
         bias: how addmm / baddbmm's input and linear's bias are added: "epilogue" (default),
             "accumulator" or "separate" (module docstring, with sources).
@@ -268,10 +269,23 @@ def _dispatch(mode, func, args, kwargs):
     return func(*args, **kwargs)
 
 
+class OperatorNotEmulatedError(RuntimeError):
+    """What ``a @ b`` (and ``a.matmul(b)``, which torch hands to a mode as the same call)
+    raises under a strict :func:`emulating` context where ``torch.matmul(a, b)`` raises
+    TypeError: torch turns a TypeError raised inside ``@`` into NotImplemented, and Python then
+    reports only "unsupported operand type(s) for @", without the reason."""
+
+
 def _pass(mode, name, func, args, kwargs, why):
     if mode.strict:
-        raise why.exc_type(f"{mode!r}: {name} {why} (pass strict=False to run such calls with "
-                           f"torch's own arithmetic)")
+        import torch
+
+        exc_type = why.exc_type
+        if exc_type is TypeError and func in (torch.Tensor.matmul, torch.Tensor.__matmul__,
+                                              torch.Tensor.__rmatmul__):
+            exc_type = OperatorNotEmulatedError  # a TypeError would be lost (class docstring)
+        raise exc_type(f"{mode!r}: {name} {why} (pass strict=False to run such calls with "
+                       f"torch's own arithmetic)")
     mode.passed_through[name] += 1
     return func(*args, **kwargs)
 
