@@ -294,6 +294,7 @@ def test_open_mpi_sweep_over_the_algorithm_and_world_size():
     assert "changes between 3 -> 4" in out.stdout
     assert "(4 ranges)" in out.stdout  # the ring's four chunk trees, in element order
     assert "trees by element: A (every element) -> B,C,D,E (4 ranges)" in out.stdout
+    assert "a1: every node rounds to fp32" in out.stdout and "a2:" not in out.stdout  # one
     out = subprocess.run([sys.executable, "-m", "fpscope", "reveal", "MPI.Allreduce", "--n", "64",
                           "--samples", "4", "--sweep", "world_size=2,3", "--format", "json"],
                          capture_output=True, text=True, timeout=300)

@@ -124,10 +124,12 @@ def _sweep_text(console, res, name: str, target: str) -> None:
             what = []
             if ch["tree"]:
                 what.append(f"tree {ch['tree']}")
+            if ch.get("classes"):
+                p = ch["classes"]
+                what.append(f"{p['name']}: {p['a']} -> {p['b']}")
             if ch["arithmetic"]:
                 p = ch["arithmetic"]
-                what.append(f"{p['name']}: {p['a']} -> {p['b']}" if p.get("classes") else
-                            f"arithmetic: {p['name']} {p['a']} -> {p['b']}")
+                what.append(f"arithmetic: {p['name']} {p['a']} -> {p['b']}")
             console.print(f"changes between {ch['from']} -> {ch['to']}: {escape('; '.join(what))}",
                           highlight=False)
     elif failed == len(res.rows):

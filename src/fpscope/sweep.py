@@ -24,7 +24,8 @@ class SweepResult:
     """``rows``: one dict per value: value, tree_id ("A", "B", ...; None on error; output
     (0, 0)'s or element 0's where outputs use several trees, then also ``classes``: the tree
     ids of every class, by first position, ``ranges``: how many ranges of consecutive positions
-    they form, ``position_word``: "output" or "element" (collectives)),
+    they form, ``position_word``: "output" or "element" (collectives), ``classes_id``: equal
+    for equal trees by position),
     arithmetic_id ("a1", "a2", ...: the node arithmetic, :class:`fpscope.arithmetic.Arithmetic`),
     error. ``trees``: tree_id -> SumTree; ``specs``: tree_id -> target spec; ``arithmetics``: arithmetic_id -> Arithmetic;
     ``changes``: (previous value, value) pairs where the tree or the arithmetic changes from one
@@ -43,8 +44,7 @@ class SweepResult:
         for row in self.rows:
             if row["tree_id"] is None:
                 continue
-            if prev is not None and (prev["tree_id"], prev.get("arithmetic_id")) != (
-                    row["tree_id"], row.get("arithmetic_id")):
+            if prev is not None and _identity(prev) != _identity(row):
                 yield prev, row
             prev = row
 
@@ -55,20 +55,26 @@ class SweepResult:
     @property
     def change_details(self) -> list:
         """One dict per change: ``from``, ``to`` (values), ``tree`` (e.g. "A -> B", or None when
-        the tree stays), ``arithmetic`` (the first differing item, as
-        :meth:`fpscope.arithmetic.Arithmetic.first_difference`, or None)."""
+        the tree stays), ``classes`` (where outputs use several trees and those or their
+        positions change: {"name": "trees by output" / "trees by element", "a", "b"}, e.g.
+        "A (every element)" -> "B,C,D,E (4 ranges)"; else None), ``arithmetic`` (the first
+        differing item, as :meth:`fpscope.arithmetic.Arithmetic.first_difference`, or None)."""
         out = []
         for a, b in self._pairs():
             tree = None if a["tree_id"] == b["tree_id"] else f"{a['tree_id']} -> {b['tree_id']}"
+            classes = None
+            if a.get("classes_id") != b.get("classes_id"):
+                word = a.get("position_word") or b.get("position_word") or "output"
+                classes = {"name": f"trees by {word}",
+                           "a": classes_text(a) or f"{a['tree_id']} (every {word})",
+                           "b": classes_text(b) or f"{b['tree_id']} (every {word})"}
             arith = None
             ia, ib = a.get("arithmetic_id"), b.get("arithmetic_id")
             if ia != ib and ia in self.arithmetics and ib in self.arithmetics:
-                word = a.get("position_word") or b.get("position_word") or "output"
                 arith = self.arithmetics[ia].first_difference(self.arithmetics[ib]) or {
-                    "name": f"trees by {word}", "classes": True,
-                    "a": classes_text(a) or f"{a['tree_id']} (every {word})",
-                    "b": classes_text(b) or f"{b['tree_id']} (every {word})"}
-            out.append({"from": a["value"], "to": b["value"], "tree": tree, "arithmetic": arith})
+                    "name": "node arithmetic of another output class", "a": ia, "b": ib}
+            out.append({"from": a["value"], "to": b["value"], "tree": tree, "classes": classes,
+                        "arithmetic": arith})
         return out
 
     def to_json(self) -> dict:
@@ -81,6 +87,11 @@ class SweepResult:
             "changes": [list(c) for c in self.changes],
             "change_details": self.change_details,
         }
+
+
+def _identity(row: dict) -> tuple:
+    """What a change compares: output 0's tree, the trees by position, the node arithmetic."""
+    return row["tree_id"], row.get("classes_id"), row.get("arithmetic_id")
 
 
 def classes_text(row: dict) -> str | None:
@@ -126,6 +137,7 @@ def sweep(
     res = SweepResult(parameter)
     ids: dict[SumTree, str] = {}
     arith_ids: dict = {}
+    class_ids: dict = {}
     for v in values:
         if progress:
             progress(v)
@@ -165,14 +177,19 @@ def sweep(
                 flat = labels.reshape(-1)
                 row["ranges"] = int(1 + np.count_nonzero(flat[1:] != flat[:-1]))
                 row["position_word"] = "element" if collective else "output"
+            if r.classes:
+                # the trees by position: another class's tree or positions is a change; a
+                # collective's positions scale with the buffer, so there the trees and their
+                # ranges count
+                ckey = (tuple((c["tree"],) + (() if collective else
+                                              (c["mask"].tobytes(), c["mask"].shape))
+                              for c in r.classes), row["ranges"] if collective else None)
+                row["classes_id"] = class_ids.setdefault(ckey, f"c{len(class_ids) + 1}")
             if r.arithmetic is not None:
-                # output classes (matrix ops) belong to the arithmetic's identity: another
-                # class's tree, positions or arithmetic is a change too; a collective's
-                # positions scale with the buffer, so there the trees and their ranges count
-                key = (r.arithmetic, tuple(
-                    (c["tree"], c["arithmetic"]) + (() if collective else
-                                                    (c["mask"].tobytes(), c["mask"].shape))
-                    for c in (r.classes or ())), row.get("ranges") if collective else None)
+                # the classes whose node arithmetic is not output 0's belong to its identity
+                key = (r.arithmetic, tuple((k, c["arithmetic"]) for k, c in
+                                           enumerate(r.classes or ())
+                                           if c["arithmetic"] != r.arithmetic))
                 aid = arith_ids.get(key)
                 if aid is None:
                     aid = arith_ids[key] = f"a{len(arith_ids) + 1}"
