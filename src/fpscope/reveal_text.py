@@ -137,12 +137,17 @@ def write_reveal_text(console, record: dict, tree, record_path=None) -> None:
                               highlight=False)
     rep = record["validation"].get("replay")
     if rep:
-        state = "[green]bit-exact[/green]" if rep["bit_exact"] else "[red]MISMATCH[/red]"
+        differ = rep["samples"] - rep["matched"]
+        state = "[green]bit-exact[/green]" if rep["bit_exact"] else \
+            f"bit-exact, [red]{differ} DIFFER[/red]"
         console.print(f"replay ({rep['accumulator']} accumulator): "
                       f"{rep['matched']}/{rep['samples']} outputs {state}", highlight=False)
         if rep.get("products"):
             console.print("  (inputs: random factor pairs, so each product's entry is compared)",
                           highlight=False)
+        if rep.get("enforced") is False and rep.get("note"):  # a difference is not evidence here
+            console.print(f"  [yellow]note:[/yellow] {escape(rep['note'])}, so the replay does "
+                          f"not decide (fpscope probe characterises such nodes)", highlight=False)
     else:
         console.print("replay: skipped (--samples 0)", highlight=False)
     if record.get("accuracy"):
