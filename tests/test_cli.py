@@ -577,3 +577,20 @@ def test_replay_of_fused_nodes_is_shown_as_not_deciding(capsys):
     assert re.search(r"replay \(fp32 accumulator\): \d+/80 outputs bit-exact", text)
     assert "fused multi-term nodes; their node arithmetic is not modelled by the replay" in text
     assert "so the replay does not decide" in text
+
+
+@pytest.mark.parametrize("args, want", [
+    (["reveal", "numpy.dot", "--n", "abc"], "fpscope reveal: argument --n: invalid int value"),
+    (["gate", "x.json", "--policy", "lenient"],
+     "fpscope gate: argument --policy: invalid choice 'lenient' (choose from bitwise, "),
+    (["revael"], "invalid choice 'revael'; did you mean 'reveal'?"),
+    (["matrix", "--suite", "quik"], "did you mean 'quick'?"),
+    (["emulate", "--a"], "fpscope emulate: argument --a: expected one argument"),
+])
+def test_argparse_errors_are_one_line_with_exit_2(capsys, args, want):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert want in err and len(err.strip().splitlines()) == 1, err
+    assert "--help' shows the options" in err

@@ -147,7 +147,7 @@ def test_cli_operand_conversion_flag(tmp_path, capsys):
     assert not (tmp_path / "none.npy").exists()
     with pytest.raises(SystemExit) as exc:  # argparse: exit 2, the choices named
         main([str(a) for a in base] + ["--operand-conversion", "RZ", "-o", "x.npy"])
-    assert exc.value.code == 2 and "choose from 'RNA', 'RNE', 'truncate'" in capsys.readouterr().err
+    assert exc.value.code == 2 and "choose from RNA, RNE, truncate" in capsys.readouterr().err
     # the flag overrides a tf32 preset's "truncate"
     np.save(tmp_path / "A8.npy", A[:, :8])
     np.save(tmp_path / "B8.npy", B[:8])

@@ -49,10 +49,32 @@ block-scaled (MX / NVFP4) instructions, called D = op(A, B, C, scale_a, scale_b)
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with fpscope's bad-input rule: one line on stderr and exit code 2 (argparse
+    prints the whole usage block first), and a close match for a mistyped choice."""
+
+    def error(self, message: str):
+        import difflib
+        import re
+        import sys
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            known = re.findall(r"'([^']*)'", m.group(2)) or [c.strip() for c in
+                                                           m.group(2).split(",")]
+            close = difflib.get_close_matches(m.group(1), known, n=1)
+            message = message[:m.start()] + (
+                f"invalid choice {m.group(1)!r}" + (f"; did you mean {close[0]!r}?" if close
+                                                    else "") + f" (choose from {', '.join(known)})")
+        print(f"{self.prog}: {message} ('{self.prog} --help' shows the options)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="fpscope",
         description="Reveal and reproduce the floating-point accumulation order of black-box kernels.",
         epilog="examples:\n  fpscope reveal\n  fpscope reveal numpy.dot --n 500 --record dot.json\n"
