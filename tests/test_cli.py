@@ -594,3 +594,15 @@ def test_argparse_errors_are_one_line_with_exit_2(capsys, args, want):
     err = capsys.readouterr().err
     assert want in err and len(err.strip().splitlines()) == 1, err
     assert "--help' shows the options" in err
+
+
+@pytest.mark.parametrize("args, want", [
+    (["reveal", "emulate.matmul[hoper-fp16]", "--shape", "2x64x2"],
+     "emulate.matmul[hoper-fp16]: unknown preset; did you mean 'hopper-fp16'?"),
+    (["reveal", "emulate.matmul", "--shape", "2x64x2"], "needs a preset in brackets"),
+    (["probe", "numpy.matmull"], "unknown target 'numpy.matmull': did you mean 'numpy.matmul'?"),
+])
+def test_typos_in_targets_get_the_closest_name(capsys, args, want):
+    code, _, err = cli(capsys, *args)
+    assert code == 2 and want in err and len(err.strip().splitlines()) == 1, err
+    assert len(err) < 300  # not the list of every preset

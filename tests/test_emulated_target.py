@@ -36,7 +36,7 @@ def test_cli_reveal_of_an_emulated_gemm(capsys):
 
 
 @pytest.mark.parametrize("name, kw, msg", [
-    ("emulate.matmul[no-such-preset]", {"n": 16}, "needs a preset"),
+    ("emulate.matmul[no-such-preset]", {"n": 16}, "unknown preset"),
     ("emulate.matmul", {"n": 16}, "needs a preset"),
     ("emulate.matmul[hopper-fp16]", {"n": 20}, "not a multiple"),
     ("emulate.matmul[hopper-fp16]", {"n": 16, "dtype": "bf16"}, "takes fp16 inputs"),

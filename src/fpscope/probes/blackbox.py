@@ -577,8 +577,13 @@ def _make_target(spec: str, in_format, out_format, k, b_format, scale_block_size
         return CallableTarget(fn, in_format, out_format or "fp32", name=spec, k=k,
                               b_format=b_format, scale_block_size=scale_block_size,
                               scale_format=scale_format)
-    raise ProbeError(f"unknown target {spec!r}: use sim:PRESET, simgemm:PRESET, mmasim:PRESET, numpy.matmul, "
-                     f"torch.matmul or package.module:function")
+    import difflib
+
+    close = difflib.get_close_matches(spec, ["numpy.matmul", "torch.matmul"], n=1)
+    raise ProbeError(f"unknown target {spec!r}: " + (f"did you mean {close[0]!r}? " if close
+                                                     else "")
+                     + "use sim:PRESET, simgemm:PRESET, mmasim:PRESET, numpy.matmul, "
+                     "torch.matmul or package.module:function")
 
 
 # -- helpers used by the probes --------------------------------------------------------------

@@ -182,9 +182,16 @@ def build(name: str, *, n, shape, cond, axis, index, device=None, subscripts=Non
         raise TargetError(f"{name} runs on the CPU only, got device {device!r}")
     if cond.layout != "C" or cond.offset or cond.threads is not None:
         raise TargetError(f"{name} takes no --layout, --offset or --threads")
-    if not subscripts or subscripts not in PRESETS:
-        raise TargetError(f"{name} needs a preset in brackets, e.g. emulate.matmul[hopper-fp16]; "
-                          f"known: {', '.join(PRESETS)}")
+    if not subscripts:
+        raise TargetError(f"{name} needs a preset in brackets, e.g. emulate.matmul[hopper-fp16] "
+                          f"('fpscope profiles' lists the {len(PRESETS)} presets)")
+    if subscripts not in PRESETS:
+        import difflib
+
+        close = difflib.get_close_matches(subscripts, list(PRESETS), n=1)
+        raise TargetError(f"emulate.matmul[{subscripts}]: unknown preset; "
+                          + (f"did you mean {close[0]!r}? " if close else "")
+                          + f"'fpscope profiles' lists the {len(PRESETS)} presets")
     profile = PRESETS[subscripts]
     if cond.fmt.name != profile.in_format:
         raise TargetError(f"emulate.matmul[{subscripts}] takes {profile.in_format} inputs, "
