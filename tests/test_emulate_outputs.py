@@ -2,6 +2,8 @@
 the output format, the device's bits (NaN = profile.nan_bits), equal bit for bit to the float64
 path; batched operands with numpy.matmul semantics; profile= as a name, Profile or JSON path."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -263,6 +265,10 @@ def test_profile_from_a_json_path(tmp_path):
     (lambda d: _write(d / "bin.json", b"\xff\xfe\x00"), "cannot read profile"),
     (lambda d: 3, "not int"),
     (lambda d: None, "a profile is required"),
+    (lambda d: _write(d / "rev.json", '{"schema": "fpscope.record/2", "kind": "reveal"}'),
+     "is a 'reveal' record, not a profile"),
+    (lambda d: _write(d / "nofit.json", '{"schema": "fpscope.record/2", "kind": "probe", '
+                                        '"profile": null}'), "probe record without a profile"),
 ])
 def test_bad_profiles_get_one_line(tmp_path, make, msg):
     spec = make(tmp_path)
@@ -271,6 +277,17 @@ def test_bad_profiles_get_one_line(tmp_path, make, msg):
         with pytest.raises(ValueError, match=msg) as exc:
             call()
         assert "\n" not in str(exc.value)
+
+
+def test_a_probe_record_gives_its_profile(tmp_path):
+    from fpscope.record import new_record
+
+    p = PRESETS["hopper-fp16"].replace(name="probed:mine")
+    rec = new_record("probe", target={"name": "sim:hopper-fp16", "spec": "sim:hopper-fp16"},
+                     profile=p.to_dict(), validation={}, probe={}, environment={})
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(rec))
+    assert load_profile(path) == p
 
 
 def test_cli_folder_profile_is_one_line(tmp_path, capsys):

@@ -611,7 +611,8 @@ def load_profile(profile) -> Profile:
         profile: a :class:`Profile` (returned as it is); a preset name (``fpscope profiles``
             lists them; a name wins over a file of the same name); or a ``str`` /
             ``os.PathLike`` path of a JSON file in the "fpscope.profile/1" schema
-            (:meth:`Profile.to_json`; ``fpscope probe`` and ``fpscope fit`` write them).
+            (:meth:`Profile.to_json`; ``fpscope probe`` and ``fpscope fit`` write them), or of
+            a probe record (``fpscope probe --record``), whose profile is used.
 
     Returns:
         The Profile.
@@ -651,6 +652,18 @@ def load_profile(profile) -> Profile:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ValueError(f"cannot read profile {text}: {why}") from None
     try:
-        return Profile.from_json(data)
-    except ValueError as exc:
+        obj = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{text}: not JSON: {exc}") from None
+    if isinstance(obj, dict) and obj.get("kind") == "probe" and "profile" in obj:
+        if not isinstance(obj["profile"], dict):  # a probe whose arithmetic fit no profile
+            raise ValueError(f"{text} is a probe record without a profile (the probed op fit "
+                             f"no fused-block model)")
+        obj = obj["profile"]  # a probe record (fpscope probe --record): the profile it found
+    elif isinstance(obj, dict) and str(obj.get("schema", "")).startswith("fpscope.record"):
+        raise ValueError(f"{text} is a {obj.get('kind', 'reveal')!r} record, not a profile: give a "
+                         f"preset name, a profile JSON or a probe record")
+    try:
+        return Profile.from_dict(obj)
+    except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{text}: {str(exc).splitlines()[0]}") from None
