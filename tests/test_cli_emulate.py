@@ -65,7 +65,7 @@ def test_emulate_errors(capsys, tmp_path):
     base = ["emulate", "--profile", "hopper-fp16", "--b", tmp_path / "B.npy"]
     for extra, fragment in (
         (["--a", tmp_path / "F.npy"], "not exactly representable"),
-        (["--a", tmp_path / "V.npy"], "2-D"),
+        (["--a", tmp_path / "V.npy"], "must be a matrix (2-D, or more dimensions for a batch)"),
         (["--a", tmp_path / "missing.npy"], "cannot read"),
     ):
         code, _, err = cli(capsys, *base, *extra, "-o", tmp_path / "D.npy")
@@ -280,3 +280,21 @@ def test_emulate_hands_fp32_words_to_a_tf32_profile(capsys, tmp_path):
     assert code == 0, err
     D = np.load(tmp_path / "D.npy")
     assert D.view(np.uint32)[:, 0].tolist() == [0xFF800000, PRESETS["hopper-tf32"].nan_bits]
+
+
+def test_emulate_batched_operands_match_the_api(capsys, tmp_path):
+    """(..., M, K) @ (..., K, N) operands are a batch, broadcast as numpy.matmul does; D has the
+    batch shape and the bits of fpscope.emulate.matmul."""
+    from fpscope.emulate import matmul
+
+    rng = np.random.default_rng(7)
+    Q = rng.standard_normal((3, 8, 32)).astype(np.float16)
+    KT = rng.standard_normal((1, 32, 5)).astype(np.float16)  # broadcast over the batch
+    np.save(tmp_path / "Q.npy", Q)
+    np.save(tmp_path / "KT.npy", KT)
+    code, _, err = cli(capsys, "emulate", "--profile", "hopper-fp16", "--a", tmp_path / "Q.npy",
+                       "--b", tmp_path / "KT.npy", "-o", tmp_path / "S.npy", "--quiet")
+    assert code == 0, err
+    assert "D (3 x 8 x 5, fp32) written" in err
+    got, want = np.load(tmp_path / "S.npy"), matmul(Q, KT, profile="hopper-fp16")
+    assert got.shape == (3, 8, 5) and np.array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -83,8 +83,9 @@ def _load_matrix(path: str, what: str):
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise UsageError(f"cannot read {what} from {path}: {str(exc).splitlines()[0]}") from None
-    if arr.ndim != 2:
-        raise UsageError(f"{what} must be a 2-D array, {path} holds shape {arr.shape}")
+    if arr.ndim < 2:  # more dimensions: a batch of matrices, broadcast as numpy.matmul does
+        raise UsageError(f"{what} must be a matrix (2-D, or more dimensions for a batch), "
+                         f"{path} holds shape {arr.shape}")
     if arr.dtype.kind != "f":
         raise UsageError(f"{what} must hold float16, float32 or float64 values (bf16 and fp8 values "
                          f"as float32), {path} holds {arr.dtype}")
@@ -178,7 +179,7 @@ def cmd_emulate(args) -> int:
     if args.bands is not None and args.bands < 1:
         raise UsageError(f"--bands must be at least 1, got {args.bands}")
     client, close = _dask_client(args.dask) if args.dask else (None, lambda: None)
-    cb, finish = _rows_progress(args.quiet, A.shape[0])
+    cb, finish = _rows_progress(args.quiet, int(np.prod(A.shape[:-1])))
     try:
         D = matmul(A, B, C, profile=profile, pad=args.pad, engine=args.engine,
                    threads=args.threads, alpha=args.alpha, out_format=args.out_format,
@@ -205,7 +206,7 @@ def cmd_emulate(args) -> int:
     if profile.status != "validated":
         print(f"fpscope: note: profile {profile.name} is experimental (not validated on hardware)",
               file=sys.stderr)
-    print(f"D ({D.shape[0]} x {D.shape[1]}, {out_name}) written to {out}", file=sys.stderr)
+    print(f"D ({' x '.join(map(str, D.shape))}, {out_name}) written to {out}", file=sys.stderr)
     return 0
 
 

@@ -343,13 +343,16 @@ def build_parser() -> argparse.ArgumentParser:
         "  fpscope emulate --profile blackwell-tcgen05-nvfp4 --a A.npy --b B.npy "
         "--scale-a SA.npy --scale-b SB.npy -o D.npy\n"
         "  fpscope emulate --profile hopper-fp16 --a A.npy --b B.npy -o D.npy "
-        "--dask tcp://scheduler:8786",
+        "--dask tcp://scheduler:8786\n"
+        "  fpscope emulate --profile hopper-fp16 --a Q.npy --b KT.npy -o S.npy   "
+        "batched: (8, 128, 64) @ (8, 64, 128)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     em.add_argument("--profile", required=True, help="a preset name (fpscope profiles) or a "
                     "profile JSON file")
-    em.add_argument("--a", required=True, help="A, an (M, K) .npy file")
-    em.add_argument("--b", required=True, help="B, a (K, N) .npy file")
-    em.add_argument("--c", help="C, an (M, N) .npy file (default zeros)")
+    em.add_argument("--a", required=True, help="A, an (M, K) .npy file, or (..., M, K): a "
+                    "batch of matrices, broadcast against B's as numpy.matmul does")
+    em.add_argument("--b", required=True, help="B, a (K, N) or (..., K, N) .npy file")
+    em.add_argument("--c", help="C, an (M, N) or (..., M, N) .npy file (default zeros)")
     em.add_argument("--scale-a", help="block-scaled profiles: A's scales, an (M, K/s) .npy file")
     em.add_argument("--scale-b", help="block-scaled profiles: B's scales, a (K/s, N) .npy file")
     em.add_argument("-o", "--output", required=True, help="where to write D (.npy)")
