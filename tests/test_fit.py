@@ -190,3 +190,11 @@ def test_fit_finds_the_amd_node_kinds_through_their_presets(tmp_path, name):
     res = fit(load_recording(_npz(tmp_path, PRESETS[name])))
     assert res.exact and res.profile.node == PRESETS[name].node
     assert f"node {PRESETS[name].node}" in res.to_text()
+
+
+def test_a_gpu_folder_names_the_format_folders_inside(tmp_path):
+    (tmp_path / "MYGPU" / "fp16").mkdir(parents=True)
+    (tmp_path / "MYGPU" / "bf16").mkdir()
+    with pytest.raises(FitError, match=r"folder 'MYGPU' is not one of .*; it holds the format "
+                                       r"folders bf16, fp16: give one, e\.g\. .*bf16"):
+        load_recording(tmp_path / "MYGPU")

@@ -40,7 +40,7 @@ EPILOG_PROBE = """examples:
   fpscope probe mypkg.kernels:mma --in-format fp16 --out-format fp32 --k 16 -o my_mma.json
   fpscope probe simgemm:hopper-e4m3,promotion_interval=128 --in-format fp8_e4m3fn --library
   fpscope probe simgemm:hopper-fp16,split_k=4,split_k_order=pairwise --in-format fp16 --library 2048
-  fpscope probe simgemm:hopper-e4m3,split_k=2,split_k_format=bf16 --in-format fp8_e4m3fn \
+  fpscope probe simgemm:hopper-e4m3,split_k=2,split_k_format=bf16 --in-format fp8_e4m3fn \\
       --library --chain hopper-e4m3
 block-scaled (MX / NVFP4) instructions, called D = op(A, B, C, scale_a, scale_b):
   fpscope probe mmasim:blackwell-tcgen05-nvfp4
@@ -245,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
         "recorded output bit of one instruction. RECORDING is a folder in the hw-vectors layout "
         "(<GPU>/<format>/a_..., b_..., c_..._fp32.txt, d_..._<out>.txt) or an .npz file with "
         "arrays a (n, K), b (n, K), c (n,), d (n,) output bit patterns, and 0-d strings "
-        "in_format and out_format. Exit 0 when a profile reproduces every sample, 1 when none "
+        "in_format and out_format; optional: b_format (b's format where it differs from a's), "
+        "and for block-scaled ops scale_format (e8m0 or ue4m3) with scale_a and scale_b "
+        "(n, K/s) scale values. Exit 0 when a profile reproduces every sample, 1 when none "
         "does, 2 on bad input.",
         epilog="examples (FPSCOPE_HW_VECTORS: a copy of the Khattak-Mikaitis recordings, "
         "README 'Recorded hardware vectors'):\n"

@@ -109,7 +109,12 @@ def load_recording(path, out: str | None = None) -> Recording:
     if path.is_dir():
         gpu, folder = path.parent.name, path.name
         if folder not in _FOLDER_FORMATS:
-            raise FitError(f"{path}: folder {folder!r} is not one of {', '.join(_FOLDER_FORMATS)}")
+            inside = sorted(d.name for d in path.iterdir() if d.is_dir() and d.name in
+                            _FOLDER_FORMATS)
+            hint = (f"; it holds the format folders {', '.join(inside)}: give one, e.g. "
+                    f"{path / inside[0]}" if inside else "")
+            raise FitError(f"{path}: folder {folder!r} is not one of "
+                           f"{', '.join(_FOLDER_FORMATS)}{hint}")
         outs = [o for o in ("fp32", "fp16") if (path / f"d_{gpu}_{o}.txt").is_file()]
         if not outs:
             raise FitError(f"{path}: no d_{gpu}_fp32.txt or d_{gpu}_fp16.txt (hw-vectors layout)")

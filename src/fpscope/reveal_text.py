@@ -18,7 +18,7 @@ def class_difference(classes: list, k: int) -> str:
         return d.verdict
     s = d.subtree
     return (f"smallest differing subtree ({len(s['leaves'])} leaves): A {s['a_text']}, "
-            f"here {s['b_text']}")
+            f"here {s['b_text']} (this tree's smallest node that holds those leaves)")
 
 
 _CONDITIONS = ("shape", "axis", "index", "output", "layout", "offset", "threads", "out_dtype")
