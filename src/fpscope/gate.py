@@ -195,7 +195,8 @@ class GateResult:
                 lines.append(f"  witness ({m['distribution']}): baseline replay {m['baseline']}, "
                              f"live {m['live']} ({_g(m['units'])} units); --format json has "
                              f"the inputs")
-        lines.append("accuracy (live): " + _acc_text(self.accuracy))
+        if self.accuracy is not None or self.bits is not None:  # probe gates measure none
+            lines.append("accuracy (live): " + _acc_text(self.accuracy))
         if self.baseline_accuracy is not None:
             lines.append("accuracy (baseline): " + _acc_text(self.baseline_accuracy))
         lines.extend(self.notes)
