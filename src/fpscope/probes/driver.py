@@ -171,7 +171,8 @@ class ProbeReport:
                 have = getattr(self.profile, f.feature)
                 have = " ".join(map(str, have)) if isinstance(have, (list, tuple)) else have
                 tag += f"  [replaced: the profile's {f.feature} is {have}]"
-            lines.append(f"  {f.feature:{width}s} {val!s:12s} {f.note}{tag}")
+            shown = f"{val!s:12s} " if len(str(val)) <= 12 else f"{val} -- "  # value, then note
+            lines.append(f"  {f.feature:{width}s} {shown}{f.note}{tag}")
         if self.fingerprint:
             lines.append("  " + self.fingerprint)
         if self.profile is not None:
