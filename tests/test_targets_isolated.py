@@ -182,6 +182,33 @@ def test_openblas_coretype_changes_the_kernel(rng):
     assert differ >= 1, "Haswell and Sandybridge sdot kernels gave the same bits on 200 pairs"
 
 
+def test_an_openblas_coretype_that_did_not_take_is_reported():
+    """OpenBLAS ignores a core name it does not know (and falls back silently): the child
+    reports the kernels it runs, and the reveal says the variable did not take."""
+    if _numpy_blas() != "openblas":
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    with make_target("numpy.dot", n=64, env={"OPENBLAS_CORETYPE": "NoSuchCore"}) as t:
+        said = t.checks()["env_applied"]
+        runs = [b["architecture"] for b in t.blas if b["internal_api"] == "openblas"]
+    assert said.startswith("no: OPENBLAS_CORETYPE=NoSuchCore did not take: the child's "
+                           "OpenBLAS runs its ") and runs and runs[0] in said
+    with make_target("numpy.dot", n=64, env={"OPENBLAS_CORETYPE": "Sandybridge"}) as t:
+        assert t.checks() == {"env_applied": "ok"}
+    with make_target("numpy.sum", n=64, env={"OMP_NUM_THREADS": "1"}) as t:
+        assert t.checks() == {}  # no OPENBLAS_CORETYPE asked
+
+
+def test_the_reveal_text_notes_an_env_that_did_not_take(capsys):
+    if _numpy_blas() != "openblas":
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    from fpscope.cli import main
+
+    assert main(["reveal", "numpy.dot", "--n", "64", "--samples", "4", "--env",
+                 "OPENBLAS_CORETYPE=NoSuchCore"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: OPENBLAS_CORETYPE=NoSuchCore did not take: the child's OpenBLAS runs its" in out
+
+
 # -- errors -------------------------------------------------------------------------------------
 
 

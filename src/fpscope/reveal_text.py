@@ -30,6 +30,7 @@ _CHECK_WORDS = {
     "output_classes": "every output matches its class's tree",
     "scan_prefixes": "every output is the tree's prefix",
     "rank_identity": "every rank received identical bits",
+    "env_applied": "OpenBLAS runs the OPENBLAS_CORETYPE kernels",
 }
 
 
@@ -109,7 +110,7 @@ def write_reveal_text(console, record: dict, tree, record_path=None) -> None:
     if t.get("world_size"):  # a collective's outputs are the buffer's elements
         passed = passed.replace("every output matches", "every element matches")
     console.print(f"checks passed: {passed}", highlight=False)
-    for key in ("shared_k_order_outputs", "scan_prefixes", "rank_identity"):
+    for key in ("shared_k_order_outputs", "scan_prefixes", "rank_identity", "env_applied"):
         said = str(pr["checks"].get(key, ""))
         if said.startswith("no:"):
             if t.get("world_size"):  # a collective's outputs are the buffer's elements

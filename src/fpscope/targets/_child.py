@@ -163,7 +163,19 @@ def describe(target) -> dict:
         "max_cols": int(target.max_cols),
         "shape": None if shape is None else [int(s) for s in shape],
         "spec": target.spec(),
+        "blas": _blas_kernels(),
     }
+
+
+def _blas_kernels() -> list:
+    """The BLAS libraries loaded in this process and the kernels they chose (threadpoolctl's
+    ``internal_api`` and ``architecture``; [] without threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    return [{"internal_api": i.get("internal_api"), "architecture": i.get("architecture")}
+            for i in threadpool_info() if i.get("user_api") == "blas"]
 
 
 def _serve(target, header: dict, arrays: list[np.ndarray]):

@@ -322,6 +322,9 @@ class ChildTarget(Target):
         pid: the child's process id.
         returncode: None while the child runs, then its exit status.
         calls: the child target's call count, as the child reports it with every reply.
+        blas: the BLAS libraries the child loaded and their kernels (threadpoolctl's
+            ``internal_api``, ``architecture``); :meth:`checks` compares them with
+            OPENBLAS_CORETYPE.
 
     Raises:
         TargetError: bad ``env`` or an unknown condition (before anything starts); the child
@@ -361,11 +364,27 @@ class ChildTarget(Target):
         self.has_products = bool(d["has_products"])
         self.max_rows, self.max_cols = int(d["max_rows"]), int(d["max_cols"])
         self.shape = None if d["shape"] is None else tuple(d["shape"])
+        self.blas = list(d.get("blas") or [])
         self._spec = d["spec"]
         for key, value in self._spec.items():
             if key.isidentifier() and key not in ("dtype", "out_dtype", "env") \
                     and not hasattr(self, key):
                 setattr(self, key, value)
+
+    def checks(self) -> dict:
+        """{"env_applied": "ok" or "no: ..."} when ``env`` sets OPENBLAS_CORETYPE: whether the
+        child's OpenBLAS runs those kernels (threadpoolctl's ``architecture``; OpenBLAS falls
+        back to its own choice, silently, for a name it does not know or a CPU that lacks the
+        instructions). {} otherwise, or where the child loaded no OpenBLAS."""
+        want = self.env.get("OPENBLAS_CORETYPE")
+        runs = [b.get("architecture") for b in self.blas if b.get("internal_api") == "openblas"]
+        if not want or not runs or any(r is None for r in runs):
+            return {}
+        if all(str(r).lower() == want.lower() for r in runs):
+            return {"env_applied": "ok"}
+        return {"env_applied": f"no: OPENBLAS_CORETYPE={want} did not take: the child's "
+                               f"OpenBLAS runs its {', '.join(sorted(set(map(str, runs))))} "
+                               f"kernels"}
 
     # -- the probe interface, forwarded ----------------------------------------------------------
     def evaluate(self, X) -> np.ndarray:
