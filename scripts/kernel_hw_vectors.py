@@ -6,7 +6,7 @@ Usage: python scripts/kernel_hw_vectors.py [HW_VECTORS_DIR] [--samples N]
 the repository; all 5000 samples of each set). Each sample runs as one diagonal entry of a small
 GEMM (64 samples per call, ``engine="numba"``), and its output word is compared with the recorded
 one bit for bit; the table prints matched/total per set. The committed output is
-records/kernel-hw-vectors.txt. tests/test_emulate_kernel.py runs 1024 samples of the sets whose
+records/kernel-recorded-sets.txt. tests/test_emulate_kernel.py runs 1024 samples of the sets whose
 kernel specialisations the rest of the test suite compiles anyway; this script covers every set
 (each new specialisation costs tens of seconds of numba compilation on first use).
 """

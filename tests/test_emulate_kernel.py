@@ -334,7 +334,7 @@ def test_dot():
 
 #: recorded sets whose data take kernel specialisations that no other test compiles (tens of
 #: seconds of numba compilation each on a fresh machine): scripts/kernel_hw_vectors.py runs
-#: them, with every other set, 5000 samples each (records/kernel-hw-vectors.txt)
+#: them, with every other set, 5000 samples each (records/kernel-recorded-sets.txt)
 SCRIPT_ONLY = {("A100", "fp16", "fp16"), ("A100", "tf32", "fp32"), ("Ada", "E4M3", "fp16"),
                ("Ada", "E4M3", "fp32"), ("H100", "E4M3", "fp32"), ("H100", "bf16", "fp32"),
                ("V100", "fp16", "fp16"), ("V100", "fp16", "fp32")}

@@ -224,8 +224,8 @@ def leaf_ranges_of(c: Candidate, n: int, nodes: tuple) -> tuple:
 def over_memory_order(c: Candidate, perm: np.ndarray, layout: str) -> Candidate:
     """``c`` applied to the elements in memory order: leaf k of ``c``'s tree (the k-th element
     in memory) becomes the logical index ``perm[k]`` (whole-array sums of F and T layouts:
-    :func:`fpscope.summary.memory._memory_permutation`)."""
-    from ..summary.stats import _relabel
+    :func:`fpscope.summary.memory.memory_permutation`)."""
+    from ..summary.stats import relabel
 
     rank = perm.tolist()
 
@@ -235,7 +235,7 @@ def over_memory_order(c: Candidate, perm: np.ndarray, layout: str) -> Candidate:
 
     def build(n):
         root = c.build(n)
-        return rank[root] if isinstance(root, int) else _relabel(root, rank)
+        return rank[root] if isinstance(root, int) else relabel(root, rank)
 
     return Candidate(f"{c.name}, over memory order ({layout} layout)", nodes, build,
                      canonical=False)
@@ -274,6 +274,7 @@ def try_candidates(prober: Prober, candidates: Sequence[Candidate], rng,
         screens.append(pick)
     pairs = np.concatenate([np.stack([t[0][s], t[1][s]], axis=1) for t, s in zip(tables, screens)])
     got = np.split(prober.lca_sizes(pairs), np.cumsum([len(s) for s in screens])[:-1])
+
     def reject(c, p, w, size, l, idx):
         k = int(np.flatnonzero(l != size[idx])[0])
         if rejected is not None:

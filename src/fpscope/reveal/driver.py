@@ -266,19 +266,18 @@ def _given_candidates(candidates, n: int) -> list:
     return out
 
 
-def _candidate_list(candidates, n: int, spec: dict | None = None) -> list:
-    if candidates is None:
-        return []
-    out = _given_candidates(candidates, n)
+def _built_in_candidates(n: int, spec: dict) -> list:
+    """The built-in families for an op of n leaves (none below MIN_LEAVES), over the
+    elements' memory order for whole-array sums of F and T layouts."""
     if n < MIN_LEAVES:
-        return out
-    from ..summary.memory import _memory_permutation, array_order
+        return []
+    from ..summary.memory import memory_permutation, array_order
 
-    layout = array_order(spec or {})
-    perm = _memory_permutation(layout["shape"], layout["order"], n) if layout else None
+    layout = array_order(spec)
+    perm = memory_permutation(layout["shape"], layout["order"], n) if layout else None
     if perm is None:
-        return out + list(BUILT_IN)
-    return out + [over_memory_order(c, perm, layout["order"]) for c in BUILT_IN]
+        return list(BUILT_IN)
+    return [over_memory_order(c, perm, layout["order"]) for c in BUILT_IN]
 
 
 def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, stats,
@@ -290,7 +289,8 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
     if given and algorithm != "fprev":
         raise ValueError(f"candidate trees are proven before FPRev; algorithm {algorithm!r} "
                          f"takes none")
-    cands = _candidate_list(candidates, prober.n, prober.target.spec())
+    cands = [] if candidates is None else \
+        given + _built_in_candidates(prober.n, prober.target.spec())
     why_not = (None if prober.mode == "rows" and prober.table is None else
                "only ops probed one row per probe (not matrix ops or collectives) take them")
     if why_not is None and hasattr(prober.target, "evaluate_scan"):
@@ -302,8 +302,8 @@ def _tree_and_checks(prober, algorithm, seed, repeats, extra_pairs, progress, st
         rejected: list = []
         proven = try_candidates(prober, cands, np.random.default_rng(seed + 2), progress,
                                 rejected)
-        failed = [f"{name}: {why}" for name, why in rejected
-                  if any(name == c.name for c in given)]
+        names = {c.name for c in given}
+        failed = [f"{name}: {why}" for name, why in rejected if name in names]
         if failed:  # the caller's trees that do not hold, and why
             stats.checks["candidates_rejected"] = "; ".join(failed)
     elif given:

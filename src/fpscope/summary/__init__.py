@@ -50,8 +50,8 @@ import numpy as np
 from ..tree import C_LEAF, SumTree, leaves_of
 from .families import _Analyzer
 from .indices import index_set, set_phrase
-from .memory import _elements_text, _memory_permutation, array_order
-from .stats import NodeStats, _is_node, _relabel, _strip_c
+from .memory import _elements_text, memory_permutation, array_order
+from .stats import NodeStats, _is_node, relabel, _strip_c
 from .words import _c_info, _c_phrase, phrase
 
 __all__ = ["describe", "summarize", "describe_subtree", "phrase", "index_set", "set_phrase",
@@ -165,7 +165,7 @@ def describe_subtree(node) -> dict:
             leaves = leaves_of(stripped)
             if d["family"] == "generic":
                 rank = {v: i + lo for i, v in enumerate(sorted(leaves))}
-                relabelled = _relabel(stripped, rank)
+                relabelled = relabel(stripped, rank)
                 d2 = _Analyzer(relabelled).describe(relabelled)
                 if d2["family"] != "generic":
                     d = dict(d2)
@@ -235,7 +235,7 @@ def summarize(tree: SumTree, noun: Optional[str] = None, *, shape=None, order=No
     if int(np.prod(shape)) != n:
         raise ValueError(f"shape {shape} holds {int(np.prod(shape))} elements, the tree {n} leaves")
     order = "C" if order is None else order
-    perm = _memory_permutation(shape, order, n)
+    perm = memory_permutation(shape, order, n)
     dims = "x".join(str(v) for v in shape)
     how = f"memory order ({order} layout)" if isinstance(order, str) else "memory order"
     candidates = [(perm, how)]
@@ -248,7 +248,7 @@ def summarize(tree: SumTree, noun: Optional[str] = None, *, shape=None, order=No
             else:
                 pos = np.empty(n, dtype=np.int64)
                 pos[p] = np.arange(n)
-                t = SumTree(_relabel(tree.root, pos.tolist()))
+                t = SumTree(relabel(tree.root, pos.tolist()))
             d = describe(t)
         except Exception:  # pragma: no cover - defensive: the plain summary below
             continue

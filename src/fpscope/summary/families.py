@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from ..tree import SumTree, TreeError, leaves_of
 from .stats import (_BAL, _CEIL, _FAMILY_FLAG, _FLOOR, _MAX_LEVEL, _MAX_LISTED, _POW2, _REV, _SEQ,
-                    NodeStats, _is_node, _relabel, _strip_parens)
+                    NodeStats, _is_node, relabel, _strip_parens)
 from .words import phrase
 
 
@@ -333,7 +333,7 @@ class _Analyzer:
         starts = sorted(a for a, _ in lanes)
         rank = {a: i for i, a in enumerate(starts)}
         try:
-            lane_tree = SumTree(_relabel(done[id(node)], rank))
+            lane_tree = SumTree(relabel(done[id(node)], rank))
         except TreeError:
             return None
         if lane_tree.n != k:

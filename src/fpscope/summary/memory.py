@@ -37,7 +37,7 @@ def array_order(spec) -> dict:
         return {}
 
 
-def _memory_permutation(shape: tuple, order, n: int) -> Optional[np.ndarray]:
+def memory_permutation(shape: tuple, order, n: int) -> Optional[np.ndarray]:
     """perm[i] = the leaf (logical C-order flat index) at memory position i; None when ``order``
     keeps the logical order."""
     if isinstance(order, str):

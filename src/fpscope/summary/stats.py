@@ -183,7 +183,9 @@ def _plural(k: int, word: str) -> str:
 
 
 
-def _relabel(node, rank: dict):
+def relabel(node, rank):
+    """A copy of the nested tuples ``node`` with every leaf x replaced by ``rank[x]`` (a dict
+    or a list); iterative, so chains of any depth are fine."""
     stack = [(node, False)]
     done: dict[int, Any] = {}
     while stack:
