@@ -138,7 +138,7 @@ def assert_same_order(target_name, baseline, *, seed: int | None = None,
         if "n" not in conditions and "shape" not in conditions:
             conditions["n"] = baseline.n
         base = Side("baseline", tree=baseline)
-        label = "the baseline tree"
+        label, source = "the baseline tree", "a SumTree"
         target = make_target(target_name, **conditions)
     elif isinstance(baseline, (str, os.PathLike)):
         path = _resolve(baseline, _folder)
@@ -146,7 +146,7 @@ def assert_same_order(target_name, baseline, *, seed: int | None = None,
         if rec.get("kind", "reveal") != "reveal":
             raise RecordError(f"{path} is a {rec.get('kind')!r} record, not a reveal record")
         base = side_from_record(rec, str(path))
-        label = f"the baseline {path}"
+        label, source = f"the baseline {path}", str(path)
         if base.arith is None:
             raise AssertionError(
                 f"{path} holds no node arithmetic (an older record), so only the order could be "
@@ -164,8 +164,7 @@ def assert_same_order(target_name, baseline, *, seed: int | None = None,
         raise AssertionError(f"{name}: the live op has {target.n} leaves, {label} {base.tree.n}")
     seed = 0 if seed is None else seed
     try:
-        res = _reveal_open(target, seed, base.tree,
-                           "a SumTree" if label == "the baseline tree" else label[13:])
+        res = _reveal_open(target, seed, base.tree, source)
         live = _live_side(target, res, seed) if base.arith is not None else \
             Side("live", tree=res.tree, arith=res.arithmetic)
     finally:
