@@ -4,6 +4,7 @@ Run: python benchmarks/bench_reveal.py [--repeats 3] [--quick] [--gemm-1024-runs
      python benchmarks/bench_reveal.py --rows N     (probe rows of one np.sum reveal)
      python benchmarks/bench_reveal.py --phases     (only the phases table below)
      python benchmarks/bench_reveal.py --process    (only the two whole-process rows)
+     python benchmarks/bench_reveal.py --proof-limit  (candidate proof vs FPRev at large n)
 
 The baseline is :mod:`fprev_published` (this folder): the published algorithm as its reference
 code runs it (recursive, lowest-index pivot, one op call per probe, the input built once and
@@ -222,6 +223,44 @@ def process_rows(repeats: int) -> tuple[list, int]:
     return proc_rows, n_cli
 
 
+PROOF_CASES = (("numpy.sum", 32768, "fp64"), ("numpy.sum", 65536, "fp64"),
+               ("numpy.sum", 100000, "fp64"))
+
+
+def proof_limit_report(repeats: int) -> None:
+    """Where the candidate proof (n - 1 full probe rows) stops paying against packed FPRev:
+    median ``stats.seconds`` of a reveal that proves numpy's tree (the size limit
+    ``MAX_PROOF_BYTES`` lifted for this table) and of one with ``candidates=None``."""
+    import fpscope.reveal.driver as driver
+
+    print(f"{'candidate proof vs FPRev':28s} {'n':>7s} {'dtype':>6s} {'bytes/1e9':>10s} "
+          f"{'proof s':>8s} {'FPRev s':>8s} {'proof/FPRev':>12s}")
+    for name, n, dtype in PROOF_CASES:
+        limit = driver.MAX_PROOF_BYTES
+        t = make_target(name, n=n, dtype=dtype)
+        proof, plain = [], []
+        try:
+            for _ in range(repeats):
+                driver.MAX_PROOF_BYTES = 1 << 62
+                try:
+                    r = reveal(t, replay_samples=0)
+                finally:
+                    driver.MAX_PROOF_BYTES = limit
+                assert "candidate" in r.stats.checks, "the proof did not run"
+                q = reveal(t, replay_samples=0, candidates=None)
+                assert q.tree == r.tree
+                proof.append(r.stats.seconds)
+                plain.append(q.stats.seconds)
+        finally:
+            t.close()
+        a, b = statistics.median(proof), statistics.median(plain)
+        size = n * n * t.in_format.numpy_dtype().itemsize / 1e9
+        print(f"{name:28s} {n:7d} {dtype:>6s} {size:10.1f} {a:8.3f} {b:8.3f} {a / b:12.3f}",
+              flush=True)
+    print(f"medians of {repeats}; fpscope uses the proof up to MAX_PROOF_BYTES = "
+          f"{driver.MAX_PROOF_BYTES / 1e9:.1f} GB of probe input (n^2 x itemsize)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs per case (median)")
@@ -234,7 +273,13 @@ def main(argv=None) -> int:
                     "reveal's time goes (tree, accumulator, node formats, products, replay)")
     ap.add_argument("--rows", type=int, metavar="N", help="instead of the table: probe rows "
                     "that revealing np.sum fp32 of N leaves evaluates, and np.sum's time per row")
+    ap.add_argument("--proof-limit", action="store_true", help="instead of the table: the "
+                    "candidate proof against FPRev for numpy.sum fp64 at n = 32768..100000")
     args = ap.parse_args(argv)
+    if args.proof_limit:
+        print(f"CPU: {cpu_model()}; load average: {load_average()}")
+        proof_limit_report(args.repeats)
+        return 0
     if args.rows:
         return rows_report(args.rows)
     if args.process:
@@ -312,19 +357,23 @@ def main(argv=None) -> int:
 
 
 def rows_report(n: int) -> int:
-    """Rows of n floats that one reveal of np.sum sums (every call's batch counted), beside the
-    time np.sum takes per row in 256-row batches of ones and the reveal's time."""
-    t = make_target("numpy.sum", n=n)
-    rows = [0]
-    evaluate = t.evaluate
+    """Rows of n floats that one reveal of np.sum sums (every call's batch counted), with the
+    candidate proof and with FPRev alone, beside the time np.sum takes per row in 256-row
+    batches of ones and each reveal's time."""
+    found = []
+    for label, candidates in (("candidate proof", "auto"), ("FPRev only", None)):
+        t = make_target("numpy.sum", n=n)
+        rows = [0]
+        evaluate = t.evaluate
 
-    def counting(X):
-        rows[0] += len(X)
-        return evaluate(X)
+        def counting(X, evaluate=evaluate, rows=rows):
+            rows[0] += len(X)
+            return evaluate(X)
 
-    t.evaluate = counting
-    res = reveal(t, replay_samples=0)
-    t.close()
+        t.evaluate = counting
+        res = reveal(t, replay_samples=0, candidates=candidates)
+        t.close()
+        found.append((label, rows[0], res))
     X = np.ones((256, n), dtype=np.float32)  # touched memory (np.zeros would read one zero page)
     reps = []
     for _ in range(5):
@@ -333,9 +382,11 @@ def rows_report(n: int) -> int:
             np.sum(X, axis=1)
         reps.append((time.perf_counter() - t0) / (20 * 256))
     per_row = statistics.median(reps)
-    print(f"np.sum fp32 n = {n}: {rows[0]} probe rows in {res.stats.calls} calls (the reveal, its "
-          f"accumulator and node-arithmetic probes); np.sum takes {per_row * 1e6:.2f} us per row, "
-          f"{rows[0] * per_row:.3f} s for all of them; the reveal took {res.stats.seconds:.3f} s")
+    for label, count, res in found:
+        print(f"np.sum fp32 n = {n}, {label}: {count} probe rows in {res.stats.calls} calls (the "
+              f"reveal, its accumulator and node-arithmetic probes); np.sum takes "
+              f"{per_row * 1e6:.2f} us per row, {count * per_row:.3f} s for all of them; the "
+              f"reveal took {res.stats.seconds:.3f} s")
     return 0
 
 

@@ -42,9 +42,10 @@ SCREEN_NODES = 48
 PROOF_CHUNK = 4096
 #: smallest n for which built-in candidates are tried (below it FPRev takes a few calls)
 MIN_LEAVES = 64
-#: the proof reads n - 1 rows of n inputs; past this many bytes packed FPRev reads fewer
-#: (measured: numpy.sum fp64 n = 65,536 proven in 1.06 s against FPRev's 1.17 s; n = 100,000:
-#: 2.34 s against 2.18 s; AMD EPYC, 2 cores)
+#: the proof reads n - 1 rows of n inputs, so its gain over packed FPRev shrinks as n grows:
+#: it is used up to this many bytes of probe input (``python benchmarks/bench_reveal.py
+#: --proof-limit``, AMD EPYC: numpy.sum fp64 proof / FPRev 0.64 at 8.6 GB, 0.79 at 34 GB,
+#: 0.98 at 80 GB)
 MAX_PROOF_BYTES = 1 << 35
 
 
